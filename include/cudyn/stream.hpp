@@ -1,0 +1,39 @@
+// cudyn — a CUDA stream: owned streams and the two default-stream handles.
+#pragma once
+
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+namespace cudyn {
+
+class Stream {
+public:
+    // A new stream in the current context; it does not synchronise with the
+    // legacy default stream unless `blocking` is true.
+    static Result<Stream> create(bool blocking = false);
+    // Non-owning handles. Table entries are resolved in their legacy-stream
+    // form; per-thread ordering is chosen by passing per_thread_default().
+    static Stream legacy_default() noexcept { return Stream(CU_STREAM_LEGACY, false); }
+    static Stream per_thread_default() noexcept { return Stream(CU_STREAM_PER_THREAD, false); }
+
+    Stream(Stream&& other) noexcept;
+    Stream& operator=(Stream&& other) noexcept;
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    ~Stream();  // destroys an owned stream; silent on failure
+
+    Result<void> synchronize() const;
+    // Destroys an owned stream now and reports the driver's answer.
+    Result<void> destroy();
+
+    CUstream handle() const noexcept { return stream_; }
+    bool owned() const noexcept { return owned_; }
+
+private:
+    Stream(CUstream stream, bool owned) noexcept : stream_(stream), owned_(owned) {}
+    CUstream stream_ = nullptr;
+    bool owned_ = false;
+};
+
+}  // namespace cudyn
