@@ -80,12 +80,19 @@ void resolve_table(const loader::DynamicLibrary& library, LoaderState& state) {
     auto proc_address_v1 = reinterpret_cast<ProcAddressV1>(library.symbol("cuGetProcAddress"));
     state.report.has_proc_address_v2 = proc_address_v2 != nullptr;
     state.report.has_proc_address = proc_address_v1 != nullptr;
-    state.report.entry_points.reserve(driver_entry_count);
-    for (const DriverEntryInfo& entry : driver_entries) {
-        const ResolvedVia via =
+    for (std::size_t i = 0; i < driver_entry_count; ++i) {
+        const DriverEntryInfo& entry = driver_entries[i];
+        state.report.entry_points[i].via =
             resolve_entry(library, proc_address_v2, proc_address_v1, entry, table_slot(state.table, entry));
-        state.report.entry_points.push_back({entry.name, entry.version, entry.abi_symbol, entry.required, via});
     }
+}
+
+// Every entry starts unresolved, so a report of a driver that was never
+// opened still lists what would have been asked for.
+void list_entries(LoadReport& report) {
+    report.entry_points.reserve(driver_entry_count);
+    for (const DriverEntryInfo& entry : driver_entries)
+        report.entry_points.push_back({entry.name, entry.version, entry.abi_symbol, entry.required, ResolvedVia::None});
 }
 
 // Which path to open: options, then CUDYN_DRIVER_PATH, then the platform name.
@@ -118,6 +125,7 @@ bool choose_path(const LoaderOptions& options, LoadReport& report) {
 void load_driver(LoaderState& state, const LoaderOptions& options) {
     const auto start = std::chrono::steady_clock::now();
     LoadReport& report = state.report;
+    list_entries(report);
     if (!choose_path(options, report)) return;
 
     std::string open_error;

@@ -1,1 +1,230 @@
-int main(){}
+// cudyn-info — what driver is here, what it supports, which entry points resolved.
+//
+//   cudyn-info                 human-readable report
+//   cudyn-info --json          one JSON object (state, library_path, driver_version, devices, entry_points)
+//   cudyn-info --require-gpu   exit 1 unless a usable device was found (a node health check)
+//
+// It exits 0 whenever it could report, even when no driver is installed.
+#include "cudyn/device.hpp"
+#include "cudyn/device_capabilities.hpp"
+#include "cudyn/loader.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct DeviceReport {
+    int ordinal = 0;
+    std::string name;
+    std::size_t total_memory = 0;
+    cudyn::ComputeCapability compute_capability;
+    cudyn::DeviceCapabilities capabilities;
+    std::string error;  // set when a query failed
+};
+
+struct Capability {
+    const char* key;
+    bool cudyn::DeviceCapabilities::*member;
+};
+
+constexpr Capability kCapabilities[] = {
+    {"virtual_memory_management", &cudyn::DeviceCapabilities::virtual_memory_management},
+    {"posix_fd_handles", &cudyn::DeviceCapabilities::posix_fd_handles},
+    {"win32_handles", &cudyn::DeviceCapabilities::win32_handles},
+    {"fabric_handles", &cudyn::DeviceCapabilities::fabric_handles},
+    {"rdma_with_vmm", &cudyn::DeviceCapabilities::rdma_with_vmm},
+    {"managed_memory", &cudyn::DeviceCapabilities::managed_memory},
+    {"concurrent_managed_access", &cudyn::DeviceCapabilities::concurrent_managed_access},
+    {"can_map_host_memory", &cudyn::DeviceCapabilities::can_map_host_memory},
+    {"unified_addressing", &cudyn::DeviceCapabilities::unified_addressing},
+    {"pageable_memory_access", &cudyn::DeviceCapabilities::pageable_memory_access},
+    {"host_pointer_for_registered_memory", &cudyn::DeviceCapabilities::host_pointer_for_registered_memory},
+};
+
+std::vector<DeviceReport> collect_devices(std::string& error) {
+    std::vector<DeviceReport> devices;
+    if (auto status = cudyn::driver_status(); !status) return devices;
+    auto count = cudyn::Device::count();
+    if (!count) {
+        error = count.error().describe();
+        return devices;
+    }
+    for (int ordinal = 0; ordinal < *count; ++ordinal) {
+        DeviceReport report;
+        report.ordinal = ordinal;
+        auto device = cudyn::Device::get(ordinal);
+        if (!device) {
+            report.error = device.error().describe();
+            devices.push_back(report);
+            continue;
+        }
+        auto name = device->name();
+        auto memory = device->total_memory();
+        auto cc = device->compute_capability();
+        auto caps = cudyn::probe_capabilities(*device);
+        if (name) report.name = *name;
+        if (memory) report.total_memory = *memory;
+        if (cc) report.compute_capability = *cc;
+        if (caps) report.capabilities = *caps;
+        for (const cudyn::Error* failure :
+             {name ? nullptr : &name.error(), memory ? nullptr : &memory.error(), cc ? nullptr : &cc.error()})
+            if (failure != nullptr && report.error.empty()) report.error = failure->describe();
+        devices.push_back(report);
+    }
+    return devices;
+}
+
+std::string json_string(const std::string& text) {
+    std::string out = "\"";
+    for (const char c : text) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    char escaped[8];
+                    std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+                    out += escaped;
+                } else {
+                    out += c;
+                }
+        }
+    }
+    return out + "\"";
+}
+
+const char* json_bool(bool value) { return value ? "true" : "false"; }
+
+void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
+                const std::string& device_error) {
+    std::printf("{\n  \"state\": %s,\n", json_string(cudyn::to_string(report.state)).c_str());
+    std::printf("  \"message\": %s,\n", json_string(report.message).c_str());
+    std::printf("  \"requested_path\": %s,\n", json_string(report.requested_path).c_str());
+    std::printf("  \"library_path\": %s,\n", json_string(report.library_path).c_str());
+    std::printf("  \"driver_version\": %d,\n", report.driver_version);
+    std::printf("  \"init_result\": %d,\n", static_cast<int>(report.init_result));
+    std::printf("  \"init_result_name\": %s,\n", json_string(cudyn::cuda_error_name(report.init_result)).c_str());
+    std::printf("  \"load_ms\": %.3f,\n", report.load_milliseconds);
+    std::printf("  \"device_error\": %s,\n", json_string(device_error).c_str());
+    std::printf("  \"devices\": [");
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+        const DeviceReport& d = devices[i];
+        std::printf("%s\n    {\"ordinal\": %d, \"name\": %s, \"total_memory\": %zu, ", i ? "," : "", d.ordinal,
+                    json_string(d.name).c_str(), d.total_memory);
+        std::printf("\"compute_capability\": \"%d.%d\", ", d.compute_capability.major, d.compute_capability.minor);
+        if (!d.error.empty()) std::printf("\"error\": %s, ", json_string(d.error).c_str());
+        std::printf("\"capabilities\": {");
+        for (std::size_t c = 0; c < std::size(kCapabilities); ++c)
+            std::printf("%s\"%s\": %s", c ? ", " : "", kCapabilities[c].key,
+                        json_bool(d.capabilities.*kCapabilities[c].member));
+        std::printf("}}");
+    }
+    std::printf("%s],\n  \"entry_points\": [", devices.empty() ? "" : "\n  ");
+    for (std::size_t i = 0; i < report.entry_points.size(); ++i) {
+        const cudyn::EntryPointReport& e = report.entry_points[i];
+        std::printf("%s\n    {\"name\": \"%s\", \"abi_symbol\": \"%s\", \"version\": %d, \"required\": %s, "
+                    "\"resolved\": %s, \"via\": \"%s\"}",
+                    i ? "," : "", e.name, e.abi_symbol, e.version, json_bool(e.required), json_bool(e.resolved()),
+                    cudyn::to_string(e.via));
+    }
+    std::printf("%s]\n}\n", report.entry_points.empty() ? "" : "\n  ");
+}
+
+std::string format_bytes(std::size_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+    return text;
+}
+
+void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
+                 const std::string& device_error, bool verbose) {
+    std::printf("cudyn-info\n");
+    std::printf("  state           %s\n", cudyn::to_string(report.state));
+    if (!report.message.empty()) std::printf("  reason          %s\n", report.message.c_str());
+    std::printf("  requested       %s\n", report.requested_path.c_str());
+    if (!report.library_path.empty()) std::printf("  opened          %s\n", report.library_path.c_str());
+    if (report.driver_version != 0)
+        std::printf("  driver version  %d.%d (%d)\n", report.driver_version / 1000, report.driver_version % 1000 / 10,
+                    report.driver_version);
+    if (!report.library_path.empty()) {
+        std::printf("  cuInit          %s (%d)\n", cudyn::cuda_error_name(report.init_result),
+                    static_cast<int>(report.init_result));
+        std::printf("  load time       %.3f ms\n", report.load_milliseconds);
+    }
+    if (!device_error.empty()) std::printf("  devices         error: %s\n", device_error.c_str());
+    for (const DeviceReport& d : devices) {
+        std::printf("\n  device %d: %s, compute %d.%d, %s\n", d.ordinal, d.name.c_str(), d.compute_capability.major,
+                    d.compute_capability.minor, format_bytes(d.total_memory).c_str());
+        if (!d.error.empty()) std::printf("    error: %s\n", d.error.c_str());
+        for (const Capability& c : kCapabilities)
+            std::printf("    %-36s %s\n", c.key, d.capabilities.*c.member ? "yes" : "no");
+    }
+    // Without an opened library every entry is trivially unresolved.
+    if (report.library_path.empty() && !verbose) return;
+    std::size_t resolved = report.resolved_count();
+    std::printf("\n  entry points    %zu of %zu resolved", resolved, report.entry_points.size());
+    const auto missing = report.missing_required();
+    if (!missing.empty()) std::printf(", %zu REQUIRED missing", missing.size());
+    std::printf("%s\n", verbose ? "" : " (--verbose lists them)");
+    for (const cudyn::EntryPointReport& e : report.entry_points) {
+        if (!verbose && e.resolved()) continue;
+        std::printf("    %-40s v%-6d %-9s %s\n", e.abi_symbol, e.version, e.required ? "required" : "optional",
+                    cudyn::to_string(e.via));
+    }
+}
+
+void print_usage() {
+    std::printf(
+        "usage: cudyn-info [--json] [--verbose] [--require-gpu]\n"
+        "  --json         print one JSON object instead of the human-readable report\n"
+        "  --verbose      list every entry point and how it was resolved\n"
+        "  --require-gpu  exit 1 unless the driver is loaded and at least one device answered\n"
+        "The driver is libcuda.so.1 unless CUDYN_DRIVER_PATH names another (absolute path).\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool json = false;
+    bool verbose = false;
+    bool require_gpu = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (std::strcmp(argv[i], "--verbose") == 0 || std::strcmp(argv[i], "-v") == 0) {
+            verbose = true;
+        } else if (std::strcmp(argv[i], "--require-gpu") == 0) {
+            require_gpu = true;
+        } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+            print_usage();
+            return 0;
+        } else {
+            std::fprintf(stderr, "cudyn-info: unknown option '%s'\n", argv[i]);
+            print_usage();
+            return 2;
+        }
+    }
+    const cudyn::LoadReport& report = cudyn::load_report();
+    std::string device_error;
+    const std::vector<DeviceReport> devices = collect_devices(device_error);
+    if (json)
+        print_json(report, devices, device_error);
+    else
+        print_human(report, devices, device_error, verbose);
+
+    if (require_gpu) {
+        bool usable = false;
+        for (const DeviceReport& d : devices) usable = usable || d.error.empty();
+        if (!usable) {
+            std::fprintf(stderr, "cudyn-info: no usable GPU (%s)\n",
+                         report.state == cudyn::LoadState::Loaded ? "no device answered" : report.message.c_str());
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,41 @@
+// The one main of every Catch2 test binary. A test that cannot run on this
+// machine exits 77, Meson's skip code, so it shows as skipped, never passed:
+//   CUDYN_TEST_REQUIRE_FILE=path  skip unless that file exists (the toolkit stub)
+//   CUDYN_TEST_REQUIRE_GPU=1      skip unless the driver is loaded and has a device
+#define CUDYN_TEST_MAIN
+#include "catch.hpp"
+
+#include "cudyn/device.hpp"
+#include "cudyn/loader.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <sys/stat.h>
+
+namespace {
+
+constexpr int kSkipExitCode = 77;
+
+std::string skip_reason() {
+    if (const char* path = std::getenv("CUDYN_TEST_REQUIRE_FILE"); path != nullptr && *path != '\0') {
+        struct stat info{};
+        if (::stat(path, &info) != 0) return std::string(path) + " is not present on this machine";
+    }
+    if (const char* gpu = std::getenv("CUDYN_TEST_REQUIRE_GPU"); gpu != nullptr && std::string(gpu) == "1") {
+        if (auto status = cudyn::driver_status(); !status) return "no usable driver: " + status.error().describe();
+        auto count = cudyn::Device::count();
+        if (!count || *count == 0) return "the driver reports no CUDA device";
+    }
+    return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (const std::string reason = skip_reason(); !reason.empty()) {
+        std::printf("SKIP: %s\n", reason.c_str());
+        return kSkipExitCode;
+    }
+    return Catch::Session().run(argc, argv);
+}
