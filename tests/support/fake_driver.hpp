@@ -1,0 +1,92 @@
+// Test-side access to the fake driver's introspection API (fakecuda_probe.h),
+// looked up in the library cudyn already opened: the tests never link it.
+#pragma once
+
+#include "catch.hpp"
+
+#include "../fakecuda/fakecuda_probe.h"
+
+#include "cudyn/loader.hpp"
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace cudyn_test {
+
+class FakeDriver {
+public:
+    // The fake driver cudyn loaded; fails the test when the driver is not one.
+    static const FakeDriver& loaded() {
+        static const FakeDriver instance;
+        return instance;
+    }
+
+    std::string variant() const { return function<PFN_fakecuda_variant>("fakecuda_variant")(); }
+    int init_count() const { return function<PFN_fakecuda_init_count>("fakecuda_init_count")(); }
+    long call_count(const char* name) const { return function<PFN_fakecuda_call_count>("fakecuda_call_count")(name); }
+    void reset_counts() const { function<PFN_fakecuda_reset_counts>("fakecuda_reset_counts")(); }
+    long live_allocations() const { return function<PFN_fakecuda_live_allocations>("fakecuda_live_allocations")(); }
+    long live_streams() const { return function<PFN_fakecuda_live_streams>("fakecuda_live_streams")(); }
+    long live_events() const { return function<PFN_fakecuda_live_events>("fakecuda_live_events")(); }
+    int primary_ctx_refcount(int device) const {
+        return function<PFN_fakecuda_primary_ctx_refcount>("fakecuda_primary_ctx_refcount")(device);
+    }
+    void set_fail(const char* spec) const { function<PFN_fakecuda_set_fail>("fakecuda_set_fail")(spec); }
+    void set_deinitialized(bool on) const {
+        function<PFN_fakecuda_set_deinitialized>("fakecuda_set_deinitialized")(on ? 1 : 0);
+    }
+    void set_attribute(int device, CUdevice_attribute attribute, int value) const {
+        function<PFN_fakecuda_set_attribute>("fakecuda_set_attribute")(device, attribute, value);
+    }
+    int proc_request_count() const { return function<PFN_fakecuda_proc_request_count>("fakecuda_proc_request_count")(); }
+    fakecuda_proc_record proc_request(int i) const {
+        fakecuda_proc_record record{};
+        REQUIRE(function<PFN_fakecuda_proc_request_at>("fakecuda_proc_request_at")(i, &record) == 0);
+        return record;
+    }
+    int advice_count() const { return function<PFN_fakecuda_advice_count>("fakecuda_advice_count")(); }
+    fakecuda_record advice(int i) const {
+        fakecuda_record record{};
+        REQUIRE(function<PFN_fakecuda_advice_at>("fakecuda_advice_at")(i, &record) == 0);
+        return record;
+    }
+    int prefetch_count() const { return function<PFN_fakecuda_prefetch_count>("fakecuda_prefetch_count")(); }
+    fakecuda_record prefetch(int i) const {
+        fakecuda_record record{};
+        REQUIRE(function<PFN_fakecuda_prefetch_at>("fakecuda_prefetch_at")(i, &record) == 0);
+        return record;
+    }
+    void clear_logs() const { function<PFN_fakecuda_clear_logs>("fakecuda_clear_logs")(); }
+
+    void* symbol(const char* name) const { return ::dlsym(handle_, name); }
+
+private:
+    FakeDriver() {
+        const std::string& path = cudyn::load_report().library_path;
+        REQUIRE_FALSE(path.empty());
+        handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+        REQUIRE(handle_ != nullptr);
+    }
+
+    template <typename Function>
+    Function function(const char* name) const {
+        auto found = reinterpret_cast<Function>(::dlsym(handle_, name));
+        INFO(name);
+        REQUIRE(found != nullptr);
+        return found;
+    }
+
+    void* handle_ = nullptr;
+};
+
+// Clears an injected fault when a test section ends, whatever happened.
+class ScopedFault {
+public:
+    explicit ScopedFault(const char* spec) { FakeDriver::loaded().set_fail(spec); }
+    ~ScopedFault() { FakeDriver::loaded().set_fail(""); }
+    ScopedFault(const ScopedFault&) = delete;
+    ScopedFault& operator=(const ScopedFault&) = delete;
+};
+
+}  // namespace cudyn_test
