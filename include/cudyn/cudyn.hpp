@@ -8,6 +8,7 @@
 #include "cudyn/error.hpp"
 #include "cudyn/load_report.hpp"
 #include "cudyn/loader.hpp"
+#include "cudyn/location.hpp"
 #include "cudyn/primary_context.hpp"
 #include "cudyn/result.hpp"
 #include "cudyn/stream.hpp"
