@@ -184,6 +184,8 @@ LoaderState& loaded_state() {
             }
             load_driver(state, options);
             state.done.store(true, std::memory_order_release);
+            if (state.usable) detail::usable_table.store(&state.table, std::memory_order_release);
+            detail::loaded_table.store(&state.table, std::memory_order_release);
         });
     }
     return state;
@@ -191,7 +193,12 @@ LoaderState& loaded_state() {
 
 }  // namespace
 
-const DriverTable& driver() { return loaded_state().table; }
+namespace detail {
+std::atomic<const DriverTable*> loaded_table{nullptr};
+std::atomic<const DriverTable*> usable_table{nullptr};
+
+const DriverTable& load_table_slow() { return loaded_state().table; }
+}  // namespace detail
 
 const LoadReport& load_report() { return loaded_state().report; }
 
@@ -216,9 +223,13 @@ Result<void> driver_status() {
 
 namespace detail {
 
-const DriverTable* usable_driver() noexcept {
+const DriverTable* usable_driver_slow() noexcept {
     const LoaderState& state = loaded_state();
     return state.usable ? &state.table : nullptr;
+}
+
+Error failed_call_error(CUresult result, const DriverEntryInfo& entry) {
+    return Error::from_driver(result, entry.abi_symbol);
 }
 
 Error driver_unusable_error() {

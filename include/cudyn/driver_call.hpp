@@ -15,12 +15,22 @@
 namespace cudyn {
 
 namespace detail {
+// Published after a load that succeeded; stays null when the driver is unusable.
+extern std::atomic<const DriverTable*> usable_table;
+const DriverTable* usable_driver_slow() noexcept;
+
 // The table when the driver is loaded and initialised, else null. Loads on
-// first use.
-const DriverTable* usable_driver() noexcept;
+// first use; afterwards one acquire load.
+inline const DriverTable* usable_driver() noexcept {
+    if (const DriverTable* table = usable_table.load(std::memory_order_acquire)) return table;
+    return usable_driver_slow();
+}
+
+// Error paths, kept out of line so the success path stays small.
 // The error for an unusable driver (same as driver_status()'s).
 Error driver_unusable_error();
 Error missing_entry_error(const DriverEntryInfo& entry);
+Error failed_call_error(CUresult result, const DriverEntryInfo& entry);
 }  // namespace detail
 
 // True when the loaded driver has this entry (false when the driver is unusable).
@@ -37,7 +47,7 @@ Result<void> call_driver(Pfn DriverTable::*entry, Args... args) {
     const Pfn function = table->*entry;
     if (function == nullptr) return detail::missing_entry_error(entry_info(entry));
     const CUresult result = function(args...);
-    if (result != CUDA_SUCCESS) return Error::from_driver(result, entry_info(entry).abi_symbol);
+    if (result != CUDA_SUCCESS) return detail::failed_call_error(result, entry_info(entry));
     return ok();
 }
 

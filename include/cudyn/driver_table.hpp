@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstddef>
 
 namespace cudyn {
@@ -53,10 +54,20 @@ inline constexpr DriverEntryInfo driver_entries[] = {
 };
 inline constexpr std::size_t driver_entry_count = sizeof(driver_entries) / sizeof(driver_entries[0]);
 
+namespace detail {
+// Published once the first-use load has finished (release store), so the hot
+// path is one acquire load of an already-built table: a plain load on x86.
+extern std::atomic<const DriverTable*> loaded_table;  // set after any load attempt
+const DriverTable& load_table_slow();
+}  // namespace detail
+
 // The table, loading the driver on first use (thread-safe, once per process).
 // When the driver could not be loaded every pointer is null; load_report() and
 // driver_status() (loader.hpp) say why.
-const DriverTable& driver();
+inline const DriverTable& driver() {
+    if (const DriverTable* table = detail::loaded_table.load(std::memory_order_acquire)) return *table;
+    return detail::load_table_slow();
+}
 
 // The static facts of the entry a table member belongs to, e.g.
 // entry_info(&DriverTable::cuMemAlloc_v3020).abi_symbol == "cuMemAlloc_v2".

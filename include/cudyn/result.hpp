@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -53,23 +54,24 @@ private:
     std::variant<T, Error> state_;
 };
 
+// Success is an empty optional: no Error (and none of its strings) is built
+// on the success path, which every driver call takes.
 template <>
 class [[nodiscard]] Result<void> {
 public:
-    Result() = default;
-    Result(Error error) : error_(std::move(error)), failed_(true) {}
+    Result() noexcept = default;
+    Result(Error error) : error_(std::move(error)) {}
 
-    bool has_value() const noexcept { return !failed_; }
+    bool has_value() const noexcept { return !error_.has_value(); }
     explicit operator bool() const noexcept { return has_value(); }
     void value() const {
-        if (failed_) detail::fail_bad_result_access(error_);
+        if (error_) detail::fail_bad_result_access(*error_);
     }
-    const Error& error() const& { return error_; }
-    Error&& error() && { return std::move(error_); }
+    const Error& error() const& { return *error_; }
+    Error&& error() && { return std::move(*error_); }
 
 private:
-    Error error_;
-    bool failed_ = false;
+    std::optional<Error> error_;
 };
 
 // Success of Result<void>, spelled out: `return ok();`

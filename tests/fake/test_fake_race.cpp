@@ -19,7 +19,8 @@ TEST_CASE("32 threads racing to first use load the driver once", "[emulated][rac
     bool go = false;
     std::vector<const cudyn::LoadReport*> reports(kThreads, nullptr);
     std::vector<const cudyn::DriverTable*> tables(kThreads, nullptr);
-    std::vector<bool> usable(kThreads, false);
+    // char, not bool: vector<bool> packs bits, so neighbouring threads would race.
+    std::vector<char> usable(kThreads, 0);
     std::vector<std::thread> threads;
     for (int i = 0; i < kThreads; ++i) {
         threads.emplace_back([&, i] {

@@ -1,0 +1,539 @@
+// cudyn-bench — the harness: options, registry, child processes, table, JSON.
+#include "harness.hpp"
+
+#include "cudyn/device.hpp"
+#include "cudyn/loader.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+extern char** environ;
+
+#ifndef CUDYN_BENCH_VERSION
+#define CUDYN_BENCH_VERSION "unknown"
+#endif
+#ifndef CUDYN_BENCH_LINKAGE
+#define CUDYN_BENCH_LINKAGE "unknown"
+#endif
+
+#if defined(__clang__)
+#define CUDYN_BENCH_COMPILER "clang++ " __clang_version__
+#elif defined(__GNUC__)
+#define CUDYN_BENCH_COMPILER "g++ " __VERSION__
+#else
+#define CUDYN_BENCH_COMPILER "unknown compiler"
+#endif
+
+namespace cudyn::bench {
+
+namespace {
+
+// Function-local statics: the registrars of other translation units may run
+// before this file's namespace-scope objects are initialised.
+std::vector<Case>& case_registry() {
+    static std::vector<Case> cases;
+    return cases;
+}
+
+struct Child {
+    const char* name;
+    ChildFunction function;
+};
+std::vector<Child>& child_registry() {
+    static std::vector<Child> children;
+    return children;
+}
+
+const char* to_string(Status status) {
+    switch (status) {
+        case Status::Ok: return "ok";
+        case Status::Skipped: return "skipped";
+        case Status::Failed: return "failed";
+    }
+    return "unknown";
+}
+
+// --- options -------------------------------------------------------------------
+
+struct Options {
+    Settings settings;
+    std::string filter;
+    std::string json_path = "cudyn-bench.json";
+    bool list = false;
+    bool help = false;
+};
+
+void print_usage(std::FILE* to) {
+    std::fprintf(to,
+                 "usage: cudyn-bench [--filter SUBSTRING] [--json PATH] [--list]\n"
+                 "                   [--repetitions N] [--iterations N] [--processes N]\n"
+                 "\n"
+                 "Times operations through cudyn against the raw driver in the same run and\n"
+                 "prints raw time, cudyn time and their ratio (cudyn / raw).\n"
+                 "\n"
+                 "  --filter SUBSTRING  run only the cases whose name contains SUBSTRING\n"
+                 "  --json PATH         write the results as JSON to PATH (default: cudyn-bench.json)\n"
+                 "  --list              list the cases and exit\n"
+                 "  --repetitions N     timed repetitions per side of in-process cases (default: per case)\n"
+                 "  --iterations N      operations per repetition of in-process cases (default: per case)\n"
+                 "  --processes N       fresh processes per side of first-use cases (default: per case)\n"
+                 "\n"
+                 "The driver is chosen as cudyn chooses it: CUDYN_DRIVER_PATH (absolute) or libcuda.so.1.\n"
+                 "Cases that need a usable driver are reported as skipped where there is none.\n");
+}
+
+bool parse_positive(const char* text, std::uint64_t& value) {
+    if (text == nullptr || *text == '\0' || *text == '-') return false;
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long parsed = std::strtoull(text, &end, 10);
+    if (errno != 0 || end == nullptr || *end != '\0' || parsed == 0) return false;
+    value = parsed;
+    return true;
+}
+
+// Returns false (after printing why) on a bad command line.
+bool parse_options(int argc, char** argv, Options& options) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string argument = argv[i];
+        const auto next = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "cudyn-bench: %s needs a value\n", argument.c_str());
+                return nullptr;
+            }
+            return argv[++i];
+        };
+        const auto count = [&](std::uint64_t limit, std::uint64_t& out) {
+            const char* text = next();
+            if (text == nullptr) return false;
+            if (!parse_positive(text, out) || out > limit) {
+                std::fprintf(stderr, "cudyn-bench: %s takes a positive number (at most %llu), got '%s'\n",
+                             argument.c_str(), static_cast<unsigned long long>(limit), text);
+                return false;
+            }
+            return true;
+        };
+        std::uint64_t number = 0;
+        if (argument == "--help" || argument == "-h") {
+            options.help = true;
+        } else if (argument == "--list") {
+            options.list = true;
+        } else if (argument == "--filter") {
+            const char* text = next();
+            if (text == nullptr) return false;
+            options.filter = text;
+        } else if (argument == "--json") {
+            const char* text = next();
+            if (text == nullptr) return false;
+            if (*text == '\0') {
+                std::fprintf(stderr, "cudyn-bench: --json needs a non-empty path\n");
+                return false;
+            }
+            options.json_path = text;
+        } else if (argument == "--repetitions") {
+            if (!count(1000000, number)) return false;
+            options.settings.repetitions = static_cast<int>(number);
+        } else if (argument == "--iterations") {
+            if (!count(UINT64_MAX, number)) return false;
+            options.settings.iterations = number;
+        } else if (argument == "--processes") {
+            if (!count(100000, number)) return false;
+            options.settings.processes = static_cast<int>(number);
+        } else {
+            std::fprintf(stderr, "cudyn-bench: unknown option '%s'\n", argument.c_str());
+            print_usage(stderr);
+            return false;
+        }
+    }
+    return true;
+}
+
+// --- formatting ----------------------------------------------------------------
+
+std::string format_number(double value, int decimals) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+    return buffer;
+}
+
+std::string json_string(const std::string& text) {
+    std::string out = "\"";
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (byte < 0x20) {
+                    char escaped[8];
+                    std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
+                    out += escaped;
+                } else {
+                    out += c;
+                }
+        }
+    }
+    return out + "\"";
+}
+
+// JSON has no NaN or infinity: those become null.
+std::string json_number(double value) {
+    if (!std::isfinite(value)) return "null";
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, "%.9g", value);
+    return buffer;
+}
+
+std::string json_numbers(const std::vector<double>& values) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + json_number(values[i]);
+    return out + "]";
+}
+
+std::string utc_timestamp() {
+    const std::time_t now = std::time(nullptr);
+    std::tm parts{};
+    char buffer[32] = "unknown";
+    if (::gmtime_r(&now, &parts) != nullptr) std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &parts);
+    return buffer;
+}
+
+// The compiler that built the benchmark, without the trailing space some
+// version macros carry.
+std::string compiler_name() {
+    std::string name = CUDYN_BENCH_COMPILER;
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    return name;
+}
+
+std::string host_name() {
+    char buffer[256] = {};
+    if (::gethostname(buffer, sizeof buffer - 1) != 0) return "unknown";
+    return buffer;
+}
+
+// --- the run -------------------------------------------------------------------
+
+struct DriverSummary {
+    bool queried = false;  // false when no selected case needed the driver
+    bool usable = false;
+    std::string reason;    // driver_status()'s error, when not usable
+    std::string device_name;
+};
+
+struct Row {
+    const Case* benchmark_case;
+    CaseResult result;
+};
+
+DriverSummary query_driver() {
+    DriverSummary summary;
+    summary.queried = true;
+    const Result<void> status = cudyn::driver_status();
+    summary.usable = status.has_value();
+    if (!summary.usable) {
+        summary.reason = status.error().describe();
+        return summary;
+    }
+    if (auto device = cudyn::Device::get(0)) {
+        if (auto name = device->name()) summary.device_name = *name;
+    }
+    return summary;
+}
+
+void print_header(const DriverSummary& driver) {
+    std::printf("cudyn-bench %s (cudyn linked %s, %s)\n", CUDYN_BENCH_VERSION, CUDYN_BENCH_LINKAGE,
+                compiler_name().c_str());
+    if (!driver.queried) return;
+    const LoadReport& report = cudyn::load_report();
+    const std::string path = report.library_path.empty() ? report.requested_path : report.library_path;
+    if (driver.usable) {
+        std::printf("driver: %s, version %d.%d, %s%s%s\n", cudyn::to_string(report.state),
+                    report.driver_version / 1000, report.driver_version % 1000 / 10, path.c_str(),
+                    driver.device_name.empty() ? "" : ", device 0: ",
+                    driver.device_name.c_str());
+    } else {
+        std::printf("driver: %s (%s): %s\n", cudyn::to_string(report.state), path.c_str(), driver.reason.c_str());
+    }
+}
+
+void print_table(const std::vector<Row>& rows) {
+    const std::vector<std::string> headings = {"case", "operation", "raw", "cudyn", "ratio", "unit", "iterations", "samples"};
+    std::vector<std::vector<std::string>> cells;
+    for (const Row& row : rows) {
+        const CaseResult& r = row.result;
+        if (r.status != Status::Ok) {
+            cells.push_back({row.benchmark_case->name, std::string(to_string(r.status)) + ": " + r.reason});
+            continue;
+        }
+        cells.push_back({row.benchmark_case->name, r.operation, format_number(r.raw, 3), format_number(r.cudyn, 3),
+                         format_number(r.ratio(), 3) + "x", r.unit, std::to_string(r.iterations),
+                         std::to_string(r.samples) + " " + r.statistic});
+    }
+    // Widths from the complete rows; a skipped row's message spills over the
+    // columns after the case name.
+    std::vector<std::size_t> widths(headings.size());
+    for (std::size_t c = 0; c < headings.size(); ++c) widths[c] = headings[c].size();
+    for (const auto& line : cells)
+        if (line.size() == headings.size())
+            for (std::size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size());
+    for (const auto& line : cells) widths[0] = std::max(widths[0], line[0].size());
+
+    const auto is_numeric = [](std::size_t column) { return column >= 2 && column <= 4; };
+    const auto print_line = [&](const std::vector<std::string>& line) {
+        std::string text;
+        for (std::size_t c = 0; c < line.size(); ++c) {
+            if (c) text += "  ";
+            const bool last = c + 1 == line.size();
+            const std::size_t pad = line[c].size() < widths[c] ? widths[c] - line[c].size() : 0;
+            if (is_numeric(c)) text += std::string(pad, ' ') + line[c];
+            else text += line[c] + (last ? "" : std::string(pad, ' '));
+        }
+        std::printf("%s\n", text.c_str());
+    };
+    std::printf("\n");
+    print_line(headings);
+    std::size_t total = 0;
+    for (std::size_t w : widths) total += w;
+    std::printf("%s\n", std::string(total + 2 * (widths.size() - 1), '-').c_str());
+    for (const auto& line : cells) print_line(line);
+
+    bool any_note = false;
+    for (const Row& row : rows)
+        for (const std::string& note : row.result.notes) {
+            if (!any_note) std::printf("\n");
+            any_note = true;
+            std::printf("note: %s: %s\n", row.benchmark_case->name, note.c_str());
+        }
+}
+
+bool write_json(const std::string& path, const Options& options, const DriverSummary& driver,
+                const std::vector<Row>& rows) {
+    std::string out = "{\n";
+    out += "  \"tool\": \"cudyn-bench\",\n";
+    out += "  \"version\": " + json_string(CUDYN_BENCH_VERSION) + ",\n";
+    out += "  \"linkage\": " + json_string(CUDYN_BENCH_LINKAGE) + ",\n";
+    out += "  \"compiler\": " + json_string(compiler_name()) + ",\n";
+    out += "  \"timestamp\": " + json_string(utc_timestamp()) + ",\n";
+    out += "  \"host\": " + json_string(host_name()) + ",\n";
+    out += "  \"filter\": " + json_string(options.filter) + ",\n";
+    out += "  \"settings\": {\"repetitions\": " + std::to_string(options.settings.repetitions) +
+           ", \"iterations\": " + std::to_string(options.settings.iterations) +
+           ", \"processes\": " + std::to_string(options.settings.processes) + "},\n";
+    if (driver.queried) {
+        const LoadReport& report = cudyn::load_report();
+        out += "  \"driver\": {\"state\": " + json_string(cudyn::to_string(report.state)) +
+               ", \"usable\": " + (driver.usable ? "true" : "false") +
+               ", \"requested_path\": " + json_string(report.requested_path) +
+               ", \"library_path\": " + json_string(report.library_path) +
+               ", \"driver_version\": " + std::to_string(report.driver_version) +
+               ", \"device0\": " + json_string(driver.device_name) +
+               ", \"reason\": " + json_string(driver.reason) + "},\n";
+    } else {
+        out += "  \"driver\": null,\n";
+    }
+    out += "  \"cases\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const CaseResult& r = rows[i].result;
+        const bool ok = r.status == Status::Ok;
+        const double nan = std::nan("");
+        out += i ? ",\n    {" : "\n    {";
+        out += "\"name\": " + json_string(rows[i].benchmark_case->name);
+        out += ", \"status\": " + json_string(to_string(r.status));
+        out += ", \"reason\": " + json_string(r.reason);
+        out += ", \"operation\": " + json_string(r.operation);
+        out += ", \"raw\": " + json_number(ok ? r.raw : nan);
+        out += ", \"cudyn\": " + json_number(ok ? r.cudyn : nan);
+        out += ", \"ratio\": " + json_number(ok && r.raw > 0 ? r.ratio() : nan);
+        out += ", \"unit\": " + json_string(r.unit);
+        out += ", \"iterations\": " + std::to_string(r.iterations);
+        out += ", \"samples\": " + std::to_string(r.samples);
+        out += ", \"statistic\": " + json_string(r.statistic);
+        for (const auto& [key, value] : r.extra) out += ", " + json_string(key) + ": " + json_number(value);
+        out += ", \"raw_samples\": " + json_numbers(r.raw_samples);
+        out += ", \"cudyn_samples\": " + json_numbers(r.cudyn_samples);
+        out += ", \"notes\": [";
+        for (std::size_t n = 0; n < r.notes.size(); ++n) out += (n ? ", " : "") + json_string(r.notes[n]);
+        out += "]}";
+    }
+    out += rows.empty() ? "]\n}\n" : "\n  ]\n}\n";
+
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    if (!file) return false;
+    file << out;
+    file.close();
+    return static_cast<bool>(file);
+}
+
+int run_as_child(const char* name) {
+    for (const Child& child : child_registry())
+        if (std::strcmp(child.name, name) == 0) return child.function();
+    std::fprintf(stderr, "cudyn-bench: no child named '%s'\n", name);
+    return 2;
+}
+
+}  // namespace
+
+// --- public helpers --------------------------------------------------------------
+
+CaseResult skipped(std::string reason) {
+    CaseResult result;
+    result.status = Status::Skipped;
+    result.reason = std::move(reason);
+    return result;
+}
+
+CaseResult failed(std::string reason) {
+    CaseResult result;
+    result.status = Status::Failed;
+    result.reason = std::move(reason);
+    return result;
+}
+
+CaseRegistrar::CaseRegistrar(const Case& benchmark_case) { case_registry().push_back(benchmark_case); }
+
+ChildRegistrar::ChildRegistrar(const char* name, ChildFunction function) {
+    child_registry().push_back({name, function});
+}
+
+double median(std::vector<double> values) {
+    if (values.empty()) return 0;
+    std::sort(values.begin(), values.end());
+    const std::size_t middle = values.size() / 2;
+    return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+double minimum(const std::vector<double>& values) {
+    return values.empty() ? 0 : *std::min_element(values.begin(), values.end());
+}
+
+ChildOutcome run_child(const std::string& name) {
+    ChildOutcome outcome;
+    int pipe_ends[2];
+    if (::pipe(pipe_ends) != 0) {
+        outcome.error = std::string("pipe: ") + std::strerror(errno);
+        return outcome;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addclose(&actions, pipe_ends[0]);
+    posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], STDERR_FILENO);
+    posix_spawn_file_actions_addclose(&actions, pipe_ends[1]);
+
+    std::string program = "/proc/self/exe";
+    std::string flag = "--child";
+    std::string child_name = name;
+    char* child_argv[] = {program.data(), flag.data(), child_name.data(), nullptr};
+    pid_t pid = 0;
+    const int spawn_error = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, child_argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(pipe_ends[1]);
+    if (spawn_error != 0) {
+        ::close(pipe_ends[0]);
+        outcome.error = "could not start " + program + ": " + std::strerror(spawn_error);
+        return outcome;
+    }
+
+    char buffer[4096];
+    for (;;) {
+        const ssize_t got = ::read(pipe_ends[0], buffer, sizeof buffer);
+        if (got > 0) outcome.output.append(buffer, static_cast<std::size_t>(got));
+        else if (got == 0 || errno != EINTR) break;
+    }
+    ::close(pipe_ends[0]);
+
+    int wait_status = 0;
+    while (::waitpid(pid, &wait_status, 0) < 0) {
+        if (errno != EINTR) {
+            outcome.error = std::string("waitpid: ") + std::strerror(errno);
+            return outcome;
+        }
+    }
+    if (WIFEXITED(wait_status)) {
+        outcome.exit_status = WEXITSTATUS(wait_status);
+    } else if (WIFSIGNALED(wait_status)) {
+        outcome.error = "child '" + name + "' died of signal " + std::to_string(WTERMSIG(wait_status));
+    } else {
+        outcome.error = "child '" + name + "' did not exit normally";
+    }
+    return outcome;
+}
+
+int run_harness(int argc, char** argv) {
+    // A child measures a fresh process: nothing may touch the driver before it.
+    if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return run_as_child(argv[2]);
+
+    Options options;
+    if (!parse_options(argc, argv, options)) return 2;
+    if (options.help) {
+        print_usage(stdout);
+        return 0;
+    }
+
+    std::vector<const Case*> selected;
+    for (const Case& benchmark_case : case_registry())
+        if (options.filter.empty() || std::strstr(benchmark_case.name, options.filter.c_str()) != nullptr)
+            selected.push_back(&benchmark_case);
+
+    if (options.list) {
+        std::size_t width = 0;
+        for (const Case* c : selected) width = std::max(width, std::strlen(c->name));
+        for (const Case* c : selected)
+            std::printf("%-*s  %s%s\n", static_cast<int>(width), c->name, c->description,
+                        c->needs_driver ? " [needs driver]" : "");
+        return 0;
+    }
+    if (selected.empty()) {
+        std::fprintf(stderr, "cudyn-bench: no case matches --filter '%s' (see --list)\n", options.filter.c_str());
+        return 2;
+    }
+
+    DriverSummary driver;
+    if (std::any_of(selected.begin(), selected.end(), [](const Case* c) { return c->needs_driver; }))
+        driver = query_driver();
+    print_header(driver);
+    std::fflush(stdout);
+
+    std::vector<Row> rows;
+    bool any_failed = false;
+    for (std::size_t i = 0; i < selected.size(); ++i) {
+        const Case& benchmark_case = *selected[i];
+        std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, selected.size(), benchmark_case.name);
+        CaseResult result = benchmark_case.needs_driver && !driver.usable ? skipped(driver.reason)
+                                                                          : benchmark_case.run(options.settings);
+        if (result.status != Status::Ok) {
+            std::printf("%s: %s: %s\n", benchmark_case.name, to_string(result.status), result.reason.c_str());
+            std::fflush(stdout);
+        }
+        any_failed = any_failed || result.status == Status::Failed;
+        rows.push_back({&benchmark_case, std::move(result)});
+    }
+
+    print_table(rows);
+    std::fflush(stdout);
+    if (!write_json(options.json_path, options, driver, rows)) {
+        std::fprintf(stderr, "cudyn-bench: could not write %s: %s\n", options.json_path.c_str(), std::strerror(errno));
+        return 1;
+    }
+    std::printf("\nresults written to %s\n", options.json_path.c_str());
+    return any_failed ? 1 : 0;
+}
+
+}  // namespace cudyn::bench
+
+int main(int argc, char** argv) { return cudyn::bench::run_harness(argc, argv); }

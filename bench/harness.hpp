@@ -1,0 +1,172 @@
+// cudyn-bench — the harness: case registry, timing helpers, child processes,
+// the table on stdout and the JSON file.
+//
+// A benchmark case compares one operation done through cudyn with the same
+// operation done on the raw driver, in the same run, and reports both times
+// and their ratio (cudyn / raw). Cases live in one source file per group
+// (bench_loader.cpp, ...) and register themselves with a namespace-scope
+// CaseRegistrar; the sources are compiled into the executable itself (not a
+// static library), so the registrars always run.
+//
+// Cases that must measure a fresh process (first use of the driver) register
+// a child entry point as well: the harness re-executes itself
+// (/proc/self/exe --child NAME), and the child prints one result line.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace cudyn::bench {
+
+// Command-line knobs every case may read. Zero means "the case's default".
+struct Settings {
+    int repetitions = 0;         // timed repetitions per side of an in-process case
+    std::uint64_t iterations = 0;  // operations per repetition of an in-process case
+    int processes = 0;           // fresh processes per side of a first-use case
+    int value_or_repetitions(int fallback) const { return repetitions > 0 ? repetitions : fallback; }
+    std::uint64_t value_or_iterations(std::uint64_t fallback) const { return iterations > 0 ? iterations : fallback; }
+    int value_or_processes(int fallback) const { return processes > 0 ? processes : fallback; }
+};
+
+enum class Status { Ok, Skipped, Failed };
+
+// What one case reports. raw and cudyn are in `unit` (per operation for
+// per-call cases, per process for first-use cases).
+struct CaseResult {
+    Status status = Status::Ok;
+    std::string reason;           // why skipped or failed
+    std::string operation;        // what was timed ("cuCtxGetCurrent", "dlopen+cuInit+resolve 83")
+    double raw = 0;
+    double cudyn = 0;
+    std::string unit;             // "ns/call", "ms", ...
+    std::uint64_t iterations = 0; // operations per timed sample
+    int samples = 0;              // timed samples per side
+    std::string statistic;        // how raw/cudyn were chosen from the samples ("min", "median")
+    std::vector<std::pair<std::string, double>> extra;  // further numbers, e.g. {"delta_ms", 0.12}
+    std::vector<std::string> notes;                     // printed under the table
+    std::vector<double> raw_samples;                    // every sample, for the JSON file
+    std::vector<double> cudyn_samples;
+
+    double ratio() const { return raw > 0 ? cudyn / raw : 0; }
+};
+
+CaseResult skipped(std::string reason);
+CaseResult failed(std::string reason);
+
+using CaseFunction = CaseResult (*)(const Settings&);
+using ChildFunction = int (*)();  // prints its result on stdout; exit status 0, or kChildSkip
+
+struct Case {
+    const char* name;         // "group/what", unique; --filter matches a substring of it
+    const char* description;  // one line for --list
+    bool needs_driver;        // skipped with driver_status()'s reason when the driver is unusable
+    CaseFunction run;
+};
+
+// A child that cannot measure (e.g. the driver lacks an entry point the raw
+// path needs) prints its reason and exits with this status; the case skips.
+inline constexpr int kChildSkip = 77;
+
+struct CaseRegistrar {
+    explicit CaseRegistrar(const Case& benchmark_case);
+};
+struct ChildRegistrar {
+    ChildRegistrar(const char* name, ChildFunction function);
+};
+
+// --- timing ------------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+inline double elapsed_ns(Clock::time_point start, Clock::time_point end) {
+    return std::chrono::duration<double, std::nano>(end - start).count();
+}
+inline double elapsed_ms(Clock::time_point start, Clock::time_point end) {
+    return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+double median(std::vector<double> values);  // 0 for an empty list
+double minimum(const std::vector<double>& values);
+
+// Makes the compiler assume `value` is read (so the loop computing it stays)
+// and that memory may have changed (so globals are reloaded after it).
+// GCC/Clang inline asm: the harness is POSIX-only (it re-executes itself).
+template <typename T>
+inline void keep(T value) {
+    static_assert(std::is_integral_v<T> || std::is_pointer_v<T>, "keep() takes a scalar that fits a register");
+    __asm__ __volatile__("" : : "r"(value) : "memory");
+}
+
+// A compiler barrier: memory may have changed, reload what you read.
+inline void clobber_memory() { __asm__ __volatile__("" : : : "memory"); }
+
+// --- in-process comparisons --------------------------------------------------
+
+// Times raw_loop(n) and cudyn_loop(n) alternately, `repetitions` times each
+// after one short warm-up, and reports the best ns per operation of each. A
+// loop returns how many of its calls gave a wrong answer (checking the answers
+// also keeps the compiler from dropping the calls); any is a failure. The
+// caller fills in operation and unit.
+template <typename RawLoop, typename CudynLoop>
+CaseResult compare_loops(const Settings& settings, std::uint64_t default_iterations, RawLoop raw_loop,
+                         CudynLoop cudyn_loop) {
+    const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
+    const int repetitions = settings.value_or_repetitions(7);
+
+    const auto timed = [iterations](auto& loop, std::uint64_t& wrong) {
+        const auto start = Clock::now();
+        wrong += loop(iterations);
+        const auto end = Clock::now();
+        return elapsed_ns(start, end) / static_cast<double>(iterations);
+    };
+
+    std::uint64_t raw_wrong = raw_loop(std::min<std::uint64_t>(iterations, 100000));
+    std::uint64_t cudyn_wrong = cudyn_loop(std::min<std::uint64_t>(iterations, 100000));
+    CaseResult result;
+    for (int repetition = 0; repetition < repetitions; ++repetition) {
+        if (repetition % 2 == 0) {
+            result.raw_samples.push_back(timed(raw_loop, raw_wrong));
+            result.cudyn_samples.push_back(timed(cudyn_loop, cudyn_wrong));
+        } else {
+            result.cudyn_samples.push_back(timed(cudyn_loop, cudyn_wrong));
+            result.raw_samples.push_back(timed(raw_loop, raw_wrong));
+        }
+    }
+    if (raw_wrong != 0 || cudyn_wrong != 0)
+        return failed("wrong answers: raw " + std::to_string(raw_wrong) + ", cudyn " + std::to_string(cudyn_wrong));
+
+    result.raw = minimum(result.raw_samples);
+    result.cudyn = minimum(result.cudyn_samples);
+    result.iterations = iterations;
+    result.samples = repetitions;
+    result.statistic = "best";
+    result.extra = {
+        {"delta_ns", result.cudyn - result.raw},
+        {"raw_median", median(result.raw_samples)},
+        {"cudyn_median", median(result.cudyn_samples)},
+    };
+    return result;
+}
+
+// --- child processes ---------------------------------------------------------
+
+struct ChildOutcome {
+    int exit_status = -1;  // the child's exit status, -1 if it did not exit normally
+    std::string output;    // everything it wrote to stdout and stderr
+    std::string error;     // set when it could not be started or did not exit normally
+};
+
+// Runs this executable again as `--child name` in a fresh process, with the
+// same environment, and collects its output.
+ChildOutcome run_child(const std::string& name);
+
+// The harness: parses the options, runs the selected cases, prints the
+// table and writes the JSON file.
+int run_harness(int argc, char** argv);
+
+}  // namespace cudyn::bench
