@@ -70,8 +70,11 @@ Result<DeviceCapabilities> probe_capabilities(const Device& device) {
     caps.virtual_memory_management = flag(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
     caps.posix_fd_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
     caps.win32_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED);
+    caps.win32_kmt_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED);
     caps.fabric_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED);
     caps.rdma_with_vmm = flag(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
+    caps.host_virtual_memory_management = flag(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+    caps.host_numa_virtual_memory_management = flag(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
     caps.managed_memory = flag(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
     caps.concurrent_managed_access = flag(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
     caps.can_map_host_memory = flag(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);

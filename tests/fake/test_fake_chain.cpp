@@ -34,7 +34,11 @@ TEST_CASE("emulated (13.0): every entry via cuGetProcAddress_v2, asked by base n
     REQUIRE(report.state == LoadState::Loaded);
     CHECK(report.driver_version == 13000);
     CHECK(report.init_result == CUDA_SUCCESS);
+#if defined(_WIN32)
+    CHECK(report.library_path.find("tests\\fakecuda\\emulated\\libcuda") != std::string::npos);  // a DLL, under wine
+#else
     CHECK(report.library_path.find("tests/fakecuda/emulated/libcuda.so") != std::string::npos);
+#endif
     const FakeDriver& fake = FakeDriver::loaded();
     CHECK(fake.variant() == "emulated");
 

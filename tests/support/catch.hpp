@@ -9,5 +9,9 @@
 #if defined(CUDYN_TEST_MAIN)
 #define CATCH_CONFIG_RUNNER
 #endif
+#if defined(CUDYN_CATCH2_SINGLE_HEADER)  // cross builds: the build machine's 2.x header, by path
+#include CUDYN_CATCH2_SINGLE_HEADER
+#else
 #include <catch2/catch.hpp>
+#endif
 #endif

@@ -8,7 +8,14 @@
 
 #include "cudyn/loader.hpp"
 
+#if defined(_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <windows.h>
+#else
 #include <dlfcn.h>
+#endif
 
 #include <string>
 
@@ -59,19 +66,35 @@ public:
     }
     void clear_logs() const { function<PFN_fakecuda_clear_logs>("fakecuda_clear_logs")(); }
 
-    void* symbol(const char* name) const { return ::dlsym(handle_, name); }
+    void* symbol(const char* name) const { return lookup(name); }
 
 private:
     FakeDriver() {
         const std::string& path = cudyn::load_report().library_path;
         REQUIRE_FALSE(path.empty());
+#if defined(_WIN32)
+        // The module cudyn loaded, by the path GetModuleFileNameW reported.
+        const int length = ::MultiByteToWideChar(CP_UTF8, 0, path.c_str(), -1, nullptr, 0);
+        std::wstring wide(static_cast<std::size_t>(length > 0 ? length : 1), L'\0');
+        ::MultiByteToWideChar(CP_UTF8, 0, path.c_str(), -1, wide.data(), length);
+        handle_ = reinterpret_cast<void*>(::GetModuleHandleW(wide.c_str()));
+#else
         handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+#endif
         REQUIRE(handle_ != nullptr);
+    }
+
+    void* lookup(const char* name) const {
+#if defined(_WIN32)
+        return reinterpret_cast<void*>(::GetProcAddress(static_cast<HMODULE>(handle_), name));
+#else
+        return ::dlsym(handle_, name);
+#endif
     }
 
     template <typename Function>
     Function function(const char* name) const {
-        auto found = reinterpret_cast<Function>(::dlsym(handle_, name));
+        auto found = reinterpret_cast<Function>(lookup(name));
         INFO(name);
         REQUIRE(found != nullptr);
         return found;

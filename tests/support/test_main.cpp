@@ -2,6 +2,7 @@
 // machine exits 77, Meson's skip code, so it shows as skipped, never passed:
 //   CUDYN_TEST_REQUIRE_FILE=path  skip unless that file exists (the toolkit stub)
 //   CUDYN_TEST_REQUIRE_GPU=1      skip unless the driver is loaded and has a device
+//   CUDYN_TEST_REQUIRE_DEVICES=N  skip unless the driver is loaded and has at least N devices
 #define CUDYN_TEST_MAIN
 #include "catch.hpp"
 
@@ -26,6 +27,14 @@ std::string skip_reason() {
         if (auto status = cudyn::driver_status(); !status) return "no usable driver: " + status.error().describe();
         auto count = cudyn::Device::count();
         if (!count || *count == 0) return "the driver reports no CUDA device";
+    }
+    if (const char* wanted = std::getenv("CUDYN_TEST_REQUIRE_DEVICES"); wanted != nullptr && *wanted != '\0') {
+        const int devices = std::atoi(wanted);
+        if (auto status = cudyn::driver_status(); !status) return "no usable driver: " + status.error().describe();
+        auto count = cudyn::Device::count();
+        if (!count || *count < devices)
+            return "needs " + std::to_string(devices) + " devices; the driver reports " +
+                   std::to_string(count ? *count : 0);
     }
     return {};
 }

@@ -40,7 +40,11 @@ TEST_CASE("a missing driver gives not_found and DriverNotFound from every call",
 
 TEST_CASE("loader options cannot change after the first load", "[unit][not-found]") {
     (void)cudyn::load_report();
+#if defined(_WIN32)
+    auto late = cudyn::set_loader_options({"C:\\other\\nvcuda.dll"});
+#else
     auto late = cudyn::set_loader_options({"/opt/other/libcuda.so.1"});
+#endif
     REQUIRE_FALSE(late.has_value());
     CHECK(late.error().code == cudyn::ErrorCode::InvalidArgument);
     CHECK(late.error().message.find("already loaded") != std::string::npos);

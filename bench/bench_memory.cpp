@@ -1,0 +1,497 @@
+// cudyn-bench — memory cases (issue 3): cudyn's buffers, zero-copy, managed
+// prefetch and prefetch plans against the same driver entries called raw, in
+// the same run.
+//
+// The raw side calls the function pointers of cudyn's table directly (the
+// pointers cuGetProcAddress_v2 returned: bench_loader.cpp shows an indirect
+// call through them costs what a direct call does), with none of cudyn's
+// checks, Results or RAII. Kernels are the PTX ones of tests/support/
+// ptx_kernels.hpp, JIT-compiled by the driver. Samples alternate which side
+// runs first; the first pair is a warm-up and is not counted.
+#include "harness.hpp"
+
+#include "../tests/support/ptx_kernels.hpp"
+
+#include "cudyn/device.hpp"
+#include "cudyn/device_buffer.hpp"
+#include "cudyn/device_capabilities.hpp"
+#include "cudyn/driver_call.hpp"
+#include "cudyn/loader.hpp"
+#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/mapped_buffer.hpp"
+#include "cudyn/memory_info.hpp"
+#include "cudyn/pinned_buffer.hpp"
+#include "cudyn/prefetch_plan.hpp"
+#include "cudyn/primary_context.hpp"
+#include "cudyn/stream.hpp"
+#include "cudyn/unified_buffer.hpp"
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cudyn::bench {
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+
+std::string format(const char* pattern, double value) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, pattern, value);
+    return buffer;
+}
+
+// Device 0's primary context, a stream and the kernels, kept for the whole
+// run (releasing the primary context between cases would tear it down).
+struct MemoryFixture {
+    Device device;
+    PrimaryContext context;
+    Stream stream;
+    DeviceCapabilities caps;
+    std::optional<cudyn_test::PtxKernels> kernels;  // empty where the module did not load
+    std::string kernel_error;                        // why
+};
+
+Result<MemoryFixture> make_fixture() {
+    auto device = Device::get(0);
+    if (!device) return device.error();
+    auto context = PrimaryContext::activate(*device);
+    if (!context) return context.error();
+    auto stream = Stream::create();
+    if (!stream) return stream.error();
+    auto caps = probe_capabilities(*device);
+    if (!caps) return caps.error();
+    MemoryFixture made{*device, std::move(*context), std::move(*stream), *caps, std::nullopt, {}};
+    auto kernels = cudyn_test::PtxKernels::load();
+    if (kernels) made.kernels.emplace(std::move(*kernels));
+    else made.kernel_error = "the PTX kernels did not load: " + kernels.error().describe();
+    return made;
+}
+
+const MemoryFixture* fixture(std::string& error) {
+    static std::optional<Result<MemoryFixture>> made;
+    if (!made) made.emplace(make_fixture());
+    if (!made->has_value()) {
+        error = made->error().describe();
+        return nullptr;
+    }
+    return &made->value();
+}
+
+// One timed sample of one side: a value in the case's unit, or why it failed.
+using Sample = std::function<Result<double>()>;
+
+// `samples` counted pairs after one warm-up pair, alternating which side goes
+// first. The case's raw/cudyn are the medians.
+CaseResult compare_samples(int samples, const Sample& raw, const Sample& cudyn) {
+    CaseResult result;
+    for (int pair = 0; pair <= samples; ++pair) {
+        Result<double> raw_value = 0.0;
+        Result<double> cudyn_value = 0.0;
+        if (pair % 2 == 0) {
+            raw_value = raw();
+            cudyn_value = cudyn();
+        } else {
+            cudyn_value = cudyn();
+            raw_value = raw();
+        }
+        if (!raw_value) return failed("raw side: " + raw_value.error().describe());
+        if (!cudyn_value) return failed("cudyn side: " + cudyn_value.error().describe());
+        if (pair == 0) continue;
+        result.raw_samples.push_back(*raw_value);
+        result.cudyn_samples.push_back(*cudyn_value);
+    }
+    result.raw = median(result.raw_samples);
+    result.cudyn = median(result.cudyn_samples);
+    result.samples = samples;
+    result.statistic = "median";
+    return result;
+}
+
+// Runs `work` and waits for the device; milliseconds of both.
+template <typename Work>
+Result<double> timed_ms(Work work) {
+    const auto start = Clock::now();
+    CUDYN_TRY(work());
+    CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
+    return elapsed_ms(start, Clock::now());
+}
+
+Result<void> raw_result(CUresult rc, const char* entry) {
+    if (rc != CUDA_SUCCESS) return Error::from_driver(rc, entry);
+    return ok();
+}
+
+void add_target_note(CaseResult& result, const char* what, double limit, bool higher_is_better) {
+    const double ratio = result.ratio();
+    const bool met = higher_is_better ? ratio >= limit : ratio <= limit;
+    result.notes.push_back(std::string(what) + ": cudyn/raw " + format("%.3f", ratio) + ", target " +
+                           (higher_is_better ? ">= " : "<= ") + format("%.2f", limit) + ": " +
+                           (met ? "met" : "NOT met"));
+}
+
+// =============================================================================
+// 1. Allocation: DeviceBuffer vs cuMemAlloc_v2 + cuMemFree_v2
+// =============================================================================
+
+CaseResult alloc_free(const Settings& settings, std::size_t bytes, std::uint64_t default_iterations) {
+    std::string error;
+    const MemoryFixture* f = fixture(error);
+    if (f == nullptr) return skipped(error);
+    auto info = current_device_memory_info();
+    if (!info) return failed(info.error().describe());
+    if (info->free_bytes < 2 * bytes) return skipped("device 0 has less than twice " + std::to_string(bytes) + " bytes free");
+
+    const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
+    const DriverTable& cu = driver();
+    const Sample raw = [&]() -> Result<double> {
+        const auto start = Clock::now();
+        for (std::uint64_t i = 0; i < iterations; ++i) {
+            CUdeviceptr pointer = 0;
+            CUDYN_TRY(raw_result(cu.cuMemAlloc_v3020(&pointer, bytes), "cuMemAlloc_v2"));
+            keep(pointer);
+            CUDYN_TRY(raw_result(cu.cuMemFree_v3020(pointer), "cuMemFree_v2"));
+        }
+        return elapsed_ns(start, Clock::now()) / 1000.0 / static_cast<double>(iterations);
+    };
+    const Sample wrapped = [&]() -> Result<double> {
+        const auto start = Clock::now();
+        for (std::uint64_t i = 0; i < iterations; ++i) {
+            auto buffer = DeviceBuffer<std::byte>::allocate(bytes);
+            if (!buffer) return buffer.error();
+            keep(buffer->data());
+        }  // the destructor frees, as programs use it
+        return elapsed_ns(start, Clock::now()) / 1000.0 / static_cast<double>(iterations);
+    };
+    CaseResult result = compare_samples(settings.value_or_repetitions(11), raw, wrapped);
+    if (result.status != Status::Ok) return result;
+    result.operation = "alloc+free " + std::to_string(bytes / kMiB) + " MiB";
+    result.unit = "us/op";
+    result.iterations = iterations;
+    add_target_note(result, "alloc+free", 1.02, false);
+    return result;
+}
+
+const CaseRegistrar alloc_1m({"memory/alloc-free-1MiB", "DeviceBuffer<std::byte> of 1 MiB vs raw cuMemAlloc_v2+cuMemFree_v2",
+                              true, [](const Settings& s) { return alloc_free(s, kMiB, 200); }});
+const CaseRegistrar alloc_64m({"memory/alloc-free-64MiB",
+                               "DeviceBuffer<std::byte> of 64 MiB vs raw cuMemAlloc_v2+cuMemFree_v2", true,
+                               [](const Settings& s) { return alloc_free(s, 64 * kMiB, 50); }});
+const CaseRegistrar alloc_1g({"memory/alloc-free-1GiB", "DeviceBuffer<std::byte> of 1 GiB vs raw cuMemAlloc_v2+cuMemFree_v2",
+                              true, [](const Settings& s) { return alloc_free(s, kGiB, 10); }});
+
+// =============================================================================
+// 2. Zero-copy: a kernel reading a MappedBuffer vs a pinned cuMemcpyHtoD
+// =============================================================================
+
+// Frees raw cuMemHostAlloc / cuMemAlloc memory at scope exit (the raw side
+// has no RAII of its own; this keeps a failed sample from leaking).
+struct RawHost {
+    void* pointer = nullptr;
+    ~RawHost() {
+        if (pointer != nullptr) (void)driver().cuMemFreeHost_v2000(pointer);
+    }
+};
+struct RawDevice {
+    CUdeviceptr pointer = 0;
+    ~RawDevice() {
+        if (pointer != 0) (void)driver().cuMemFree_v3020(pointer);
+    }
+};
+
+double gigabytes_per_second(std::size_t bytes, double ms) { return static_cast<double>(bytes) / (ms * 1e6); }
+
+CaseResult zero_copy_read(const Settings& settings) {
+    std::string error;
+    const MemoryFixture* f = fixture(error);
+    if (f == nullptr) return skipped(error);
+    if (!f->caps.can_map_host_memory) return skipped("device 0 cannot map host memory (CAN_MAP_HOST_MEMORY is 0)");
+    if (!f->kernels) return skipped(f->kernel_error);
+    constexpr std::size_t kBytes = 512 * kMiB;
+    constexpr std::size_t kCount = kBytes / sizeof(std::uint32_t);
+    const DriverTable& cu = driver();
+
+    // Raw: pinned host memory copied to device memory with cuMemcpyHtoD_v2.
+    RawHost pinned;
+    RawDevice target;
+    if (CUresult rc = cu.cuMemHostAlloc_v2020(&pinned.pointer, kBytes, 0); rc != CUDA_SUCCESS)
+        return failed(Error::from_driver(rc, "cuMemHostAlloc").describe());
+    std::memset(pinned.pointer, 1, kBytes);
+    if (CUresult rc = cu.cuMemAlloc_v3020(&target.pointer, kBytes); rc != CUDA_SUCCESS)
+        return failed(Error::from_driver(rc, "cuMemAlloc_v2").describe());
+    // cudyn: the same kernel that reads device memory reads the MappedBuffer over the bus.
+    auto mapped = MappedBuffer<std::uint32_t>::allocate(kCount);
+    if (!mapped) return failed(mapped.error().describe());
+    std::memset(mapped->data(), 1, kBytes);
+    auto counter = DeviceBuffer<std::uint32_t>::allocate(1);
+    if (!counter) return failed(counter.error().describe());
+
+    const Sample raw = [&]() -> Result<double> {
+        auto ms = timed_ms([&] { return raw_result(cu.cuMemcpyHtoD_v3020(target.pointer, pinned.pointer, kBytes), "cuMemcpyHtoD_v2"); });
+        if (!ms) return ms.error();
+        return gigabytes_per_second(kBytes, *ms);
+    };
+    const auto kernel_read = [&](CUdeviceptr data) -> Result<double> {
+        CUDYN_TRY(counter->fill(0u));
+        auto ms = timed_ms([&] { return f->kernels->sum_u32(data, kCount, counter->data()); });
+        if (!ms) return ms.error();
+        std::uint32_t sum = 0;
+        CUDYN_TRY(counter->copy_to(HostSpan<std::uint32_t>(&sum, 1)));
+        if (sum != static_cast<std::uint32_t>(0x01010101ull * kCount))
+            return Error::invalid_argument("sum_u32 read a wrong sum: " + std::to_string(sum));
+        return gigabytes_per_second(kBytes, *ms);
+    };
+    const Sample zero_copy = [&]() { return kernel_read(mapped->device_pointer()); };
+    CaseResult result = compare_samples(settings.value_or_repetitions(7), raw, zero_copy);
+    if (result.status != Status::Ok) return result;
+
+    // For scale: the same kernel on device memory (the pinned copy's target).
+    std::vector<double> device_samples;
+    for (int i = 0; i < 5; ++i) {
+        auto gbps = kernel_read(target.pointer);
+        if (!gbps) return failed("device-memory read: " + gbps.error().describe());
+        device_samples.push_back(*gbps);
+    }
+    result.operation = "read 512 MiB: kernel on MappedBuffer vs pinned cuMemcpyHtoD";
+    result.unit = "GB/s";
+    result.iterations = 1;
+    result.extra = {{"device_memory_kernel_GBps", median(device_samples)}};
+    result.notes.push_back("raw = pinned cuMemcpyHtoD_v2 bandwidth, cudyn = sum_u32 kernel reading the MappedBuffer "
+                           "(higher is better); the same kernel reads device memory at " +
+                           format("%.0f", median(device_samples)) + " GB/s");
+    add_target_note(result, "zero-copy kernel read vs pinned memcpy", 0.90, true);
+    return result;
+}
+
+const CaseRegistrar zero_copy_case({"memory/zero-copy-read",
+                                    "kernel read bandwidth of a 512 MiB MappedBuffer vs a pinned cuMemcpyHtoD_v2 of "
+                                    "the same size (and device memory for scale)",
+                                    true, zero_copy_read});
+
+// =============================================================================
+// 3. Managed memory: prefetch_to vs raw cuMemPrefetchAsync_v2, fault-driven read
+// =============================================================================
+
+// The managed test size: 4 GiB where at least 8 GiB are free, else half of
+// what is free; a multiple of 64 x 2 MiB so the plan's ranges are whole
+// large pages.
+std::size_t managed_bytes() {
+    auto info = current_device_memory_info();
+    if (!info) return 0;
+    constexpr std::size_t kStep = 64 * 2 * kMiB;
+    const std::size_t wanted = info->free_bytes >= 8 * kGiB ? 4 * kGiB : info->free_bytes / 2;
+    return wanted / kStep * kStep;
+}
+
+struct ManagedSetup {
+    UnifiedBuffer<std::uint32_t> buffer;
+    ManagedMemoryHints hints;
+    CUmemLocation device_location;
+    CUmemLocation host_location;
+};
+
+std::optional<ManagedSetup> managed_setup(const MemoryFixture& f, std::string& why, bool& skip) {
+    skip = true;
+    if (!f.caps.concurrent_managed_access) {
+        why = "device 0 lacks CONCURRENT_MANAGED_ACCESS: managed memory cannot be prefetched to it";
+        return std::nullopt;
+    }
+    if (!has_entry(&DriverTable::cuMemPrefetchAsync_v12020)) {
+        why = "the driver lacks cuMemPrefetchAsync_v2 (12.2+), the raw baseline";
+        return std::nullopt;
+    }
+    const std::size_t bytes = managed_bytes();
+    if (bytes == 0) {
+        why = "too little free device memory for a managed test buffer";
+        return std::nullopt;
+    }
+    skip = false;
+    auto buffer = UnifiedBuffer<std::uint32_t>::allocate(bytes / sizeof(std::uint32_t));
+    if (!buffer) {
+        why = buffer.error().describe();
+        return std::nullopt;
+    }
+    std::memset(buffer->data(), 1, bytes);  // resident on the host to start with
+    auto hints = buffer->hints();
+    if (!hints) {
+        why = hints.error().describe();
+        return std::nullopt;
+    }
+    return ManagedSetup{std::move(*buffer), *hints, Location::device(0).to_cu(), Location::host().to_cu()};
+}
+
+// Moves the whole buffer back to the host, untimed, before a sample.
+Result<void> reset_to_host(const ManagedSetup& m, CUstream stream) {
+    CUDYN_TRY(raw_result(driver().cuMemPrefetchAsync_v12020(m.hints.base(), m.hints.bytes(), m.host_location, 0, stream),
+                         "cuMemPrefetchAsync_v2"));
+    return call_driver(&DriverTable::cuStreamSynchronize_v2000, stream);
+}
+
+// Moves the buffer back to the host (untimed), then times `work` until the
+// device is done with it.
+template <typename Work>
+Result<double> timed_from_host(const ManagedSetup& m, CUstream stream, Work work) {
+    CUDYN_TRY(reset_to_host(m, stream));
+    return timed_ms(work);
+}
+
+// The fixture and a host-resident managed buffer, or why the case cannot run.
+struct ManagedCase {
+    const MemoryFixture* fixture = nullptr;
+    std::optional<ManagedSetup> managed;
+    CaseResult problem;
+};
+
+ManagedCase open_managed_case() {
+    ManagedCase opened;
+    std::string error;
+    opened.fixture = fixture(error);
+    if (opened.fixture == nullptr) {
+        opened.problem = skipped(error);
+        return opened;
+    }
+    bool skip = false;
+    opened.managed = managed_setup(*opened.fixture, error, skip);
+    if (!opened.managed) opened.problem = skip ? skipped(error) : failed(error);
+    return opened;
+}
+
+CaseResult managed_prefetch(const Settings& settings) {
+    ManagedCase opened = open_managed_case();
+    if (!opened.managed) return opened.problem;
+    const MemoryFixture* f = opened.fixture;
+    ManagedSetup* m = &*opened.managed;
+    const CUstream stream = f->stream.handle();
+    const std::size_t bytes = m->hints.bytes();
+    const DriverTable& cu = driver();
+
+    const auto after_reset = [&](auto work) { return timed_from_host(*m, stream, work); };
+    const Sample raw = [&]() {
+        return after_reset([&] {
+            return raw_result(cu.cuMemPrefetchAsync_v12020(m->hints.base(), bytes, m->device_location, 0, stream),
+                              "cuMemPrefetchAsync_v2");
+        });
+    };
+    const Sample wrapped = [&]() { return after_reset([&] { return m->hints.prefetch_to(Location::device(0), f->stream); }); };
+    CaseResult result = compare_samples(settings.value_or_repetitions(5), raw, wrapped);
+    if (result.status != Status::Ok) return result;
+
+    result.operation = "prefetch " + std::to_string(bytes / kMiB) + " MiB managed host->device";
+    result.unit = "ms";
+    result.iterations = 1;
+    add_target_note(result, "prefetch_to vs raw cuMemPrefetchAsync_v2", 1.02, false);
+    if (!f->kernels) {
+        result.notes.push_back("fault-driven read not measured: " + f->kernel_error);
+        return result;
+    }
+
+    // The reason to prefetch: a kernel reading host-resident managed memory
+    // faults its pages over, against prefetch_to first and then the read.
+    auto counter = DeviceBuffer<std::uint32_t>::allocate(1);
+    if (!counter) return failed(counter.error().describe());
+    const std::size_t count = bytes / sizeof(std::uint32_t);
+    const auto read = [&] { return f->kernels->sum_u32(m->hints.base(), count, counter->data()); };
+    std::vector<double> fault_driven, prefetched;
+    for (int i = 0; i < 3; ++i) {
+        auto faulted = after_reset(read);
+        if (!faulted) return failed("fault-driven read: " + faulted.error().describe());
+        fault_driven.push_back(*faulted);
+        auto both = after_reset([&]() -> Result<void> {
+            CUDYN_TRY(m->hints.prefetch_to(Location::device(0), f->stream));
+            return read();
+        });
+        if (!both) return failed("prefetch + read: " + both.error().describe());
+        prefetched.push_back(*both);
+    }
+    result.extra = {{"fault_driven_kernel_read_ms", median(fault_driven)},
+                    {"prefetch_to_then_kernel_read_ms", median(prefetched)}};
+    result.notes.push_back("kernel read of host-resident managed memory: fault-driven " +
+                           format("%.1f", median(fault_driven)) + " ms, prefetch_to + read " +
+                           format("%.1f", median(prefetched)) + " ms");
+    return result;
+}
+
+const CaseRegistrar managed_prefetch_case({"memory/managed-prefetch",
+                                           "4 GiB managed (less if < 8 GiB free) to device 0: "
+                                           "ManagedMemoryHints::prefetch_to vs raw cuMemPrefetchAsync_v2; "
+                                           "fault-driven kernel read vs prefetch_to + read",
+                                           true, managed_prefetch});
+
+// =============================================================================
+// 4. PrefetchPlan of 64 ranges vs one raw batch call vs 64 raw calls
+// =============================================================================
+
+CaseResult prefetch_plan(const Settings& settings) {
+    ManagedCase opened = open_managed_case();
+    if (!opened.managed) return opened.problem;
+    const MemoryFixture* f = opened.fixture;
+    ManagedSetup* m = &*opened.managed;
+    const CUstream stream = f->stream.handle();
+    constexpr std::size_t kRanges = 64;
+    const std::size_t part = m->hints.bytes() / kRanges;
+    const DriverTable& cu = driver();
+
+    PrefetchPlan plan;
+    std::vector<CUdeviceptr> pointers;
+    std::vector<std::size_t> sizes(kRanges, part);
+    for (std::size_t i = 0; i < kRanges; ++i) {
+        auto range = m->hints.subrange(i * part, part);
+        if (!range) return failed(range.error().describe());
+        if (auto added = plan.add(*range, Location::device(0)); !added) return failed(added.error().describe());
+        pointers.push_back(range->base());
+    }
+    const auto after_reset = [&](auto work) { return timed_from_host(*m, stream, work); };
+    const auto raw_calls = [&]() -> Result<void> {
+        for (std::size_t i = 0; i < kRanges; ++i)
+            CUDYN_TRY(raw_result(cu.cuMemPrefetchAsync_v12020(pointers[i], part, m->device_location, 0, stream),
+                                 "cuMemPrefetchAsync_v2"));
+        return ok();
+    };
+    const bool has_batch = has_entry(&DriverTable::cuMemPrefetchBatchAsync_v13000);
+    const auto raw_batch = [&]() -> Result<void> {
+        CUmemLocation location = m->device_location;
+        std::size_t first = 0;
+        return raw_result(cu.cuMemPrefetchBatchAsync_v13000(pointers.data(), sizes.data(), kRanges, &location, &first,
+                                                            1, 0, stream),
+                          "cuMemPrefetchBatchAsync");
+    };
+    const Sample raw = [&]() { return has_batch ? after_reset(raw_batch) : after_reset(raw_calls); };
+    const Sample wrapped = [&]() { return after_reset([&] { return plan.execute(f->stream); }); };
+    CaseResult result = compare_samples(settings.value_or_repetitions(5), raw, wrapped);
+    if (result.status != Status::Ok) return result;
+
+    std::vector<double> separate;
+    for (int i = 0; i < 3; ++i) {
+        auto ms = after_reset(raw_calls);
+        if (!ms) return failed("64 raw calls: " + ms.error().describe());
+        separate.push_back(*ms);
+    }
+    result.operation = "prefetch 64 x " + std::to_string(part / kMiB) + " MiB managed to device 0";
+    result.unit = "ms";
+    result.iterations = 1;
+    result.extra = {{"raw_64_calls_ms", median(separate)}};
+    if (has_batch) {
+        result.notes.push_back("raw = one cuMemPrefetchBatchAsync; 64 raw cuMemPrefetchAsync_v2 calls took " +
+                               format("%.1f", median(separate)) + " ms");
+        add_target_note(result, "PrefetchPlan vs raw batch", 1.05, false);
+    } else {
+        result.notes.push_back("this driver has no cuMemPrefetchBatchAsync (13.0+): raw = 64 cuMemPrefetchAsync_v2 calls");
+    }
+    return result;
+}
+
+const CaseRegistrar prefetch_plan_case({"memory/prefetch-plan-64",
+                                        "PrefetchPlan of 64 ranges vs one raw cuMemPrefetchBatchAsync (and 64 raw "
+                                        "cuMemPrefetchAsync_v2 calls)",
+                                        true, prefetch_plan});
+
+}  // namespace
+
+}  // namespace cudyn::bench

@@ -1,0 +1,117 @@
+// cudyn — a device buffer that grows and shrinks in place: one address range
+// reserved up front, physical chunks mapped and unmapped at its end. The base
+// address never moves and the contents of the chunks that stay are kept, so
+// pointers into the buffer stay valid across growth (what a KV cache or an
+// arena wants, and what alloc + copy + free cannot give).
+//
+//     auto buffer = cudyn::GrowableBuffer::create(cudyn::AllocationProperties::device(0), 64ull << 30);
+//     buffer->grow_to(1 << 30);       // maps 1 GiB at buffer->address()
+//     buffer->release_physical(cudyn::GrowableBuffer::Contents::Save);  // "sleep": memory back to the driver
+//     buffer->restore();               // "wake": same addresses, same bytes
+//
+// Every chunk is a MappedRange of its own PhysicalMemory; growth maps chunk by
+// chunk and sets access for the new ones in one call. A failure anywhere in a
+// grow (create, map, access) unmaps and releases the chunks that grow had
+// added: the buffer is left at its previous size with nothing leaked.
+//
+// Like MappedRange, unmapping (shrink_to, release_physical, destruction) does
+// not wait for device work: synchronize the streams that use the memory first.
+// release_physical(Save) and restore() copy with cuMemcpyDtoH/HtoD, which need
+// a current context. Not thread-safe: one thread at a time changes a buffer.
+#pragma once
+
+#include "cudyn/address_range.hpp"
+#include "cudyn/allocation_properties.hpp"
+#include "cudyn/mapped_range.hpp"
+#include "cudyn/memory_access.hpp"
+#include "cudyn/pinned_buffer.hpp"
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace cudyn {
+
+struct GrowableBufferOptions {
+    // Bytes mapped or unmapped at a time: a multiple of the minimum
+    // granularity. 0: the recommended granularity of the properties.
+    std::size_t chunk_size = 0;
+    // Who may access the memory; applied to every chunk as it is mapped.
+    // Empty: read-write for the device the memory lives on (host locations
+    // must name their grants).
+    std::vector<AccessGrant> access;
+};
+
+class GrowableBuffer {
+public:
+    enum class Contents { Discard, Save };
+
+    // Reserves `capacity` bytes (rounded up to whole chunks) and maps nothing
+    // yet. InvalidArgument for bad properties, a zero capacity, a chunk size
+    // that is not a multiple of the granularity, bad grants, overflow;
+    // NotSupported as AllocationProperties::check_supported() and for peers
+    // that cannot access the memory.
+    static Result<GrowableBuffer> create(const AllocationProperties& properties, std::size_t capacity,
+                                         GrowableBufferOptions options = {});
+
+    GrowableBuffer() noexcept;  // empty
+    GrowableBuffer(GrowableBuffer&& other) noexcept;
+    GrowableBuffer& operator=(GrowableBuffer&& other) noexcept;
+    GrowableBuffer(const GrowableBuffer&) = delete;
+    GrowableBuffer& operator=(const GrowableBuffer&) = delete;
+    ~GrowableBuffer();  // unmaps and releases every chunk, then frees the range; silent
+
+    // Maps chunks until size() >= bytes (no-op when already there).
+    // InvalidArgument past capacity() or while released; on a driver failure
+    // the buffer keeps its previous size and nothing is leaked.
+    Result<void> grow_to(std::size_t bytes);
+    // Unmaps whole chunks past round_up(bytes, chunk_size()) (no-op when
+    // already smaller). Every chunk is attempted; the first error is reported.
+    Result<void> shrink_to(std::size_t bytes);
+    // grow_to or shrink_to, whichever applies.
+    Result<void> resize(std::size_t bytes);
+
+    // Gives every chunk back to the driver and keeps the address range.
+    // With Contents::Save the bytes are first copied to pinned host memory
+    // (a PinnedBuffer); if that copy fails nothing changes. Released twice: ok().
+    Result<void> release_physical(Contents contents = Contents::Discard);
+    // Maps new chunks at the same addresses, up to the size held before
+    // release_physical(), and copies saved contents back. On failure the buffer
+    // stays released (saved contents kept), so restore() can be retried.
+    // ok() when not released.
+    Result<void> restore();
+
+    CUdeviceptr address() const noexcept { return range_.address(); }
+    // Bytes mapped: a multiple of chunk_size(). While released, the size
+    // restore() will bring back.
+    std::size_t size() const noexcept;
+    std::size_t capacity() const noexcept { return range_.size(); }
+    std::size_t chunk_size() const noexcept { return chunk_size_; }
+    std::size_t chunk_count() const noexcept { return chunks_.size(); }
+    bool released() const noexcept { return released_; }
+    bool holds_saved_contents() const noexcept { return !saved_.empty(); }
+    bool empty() const noexcept { return range_.empty(); }
+    const AllocationProperties& properties() const noexcept { return properties_; }
+
+private:
+    GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access, std::size_t chunk_size,
+                   std::size_t granularity, AddressRange range) noexcept;
+    Result<void> require_usable(const char* operation) const;
+    Result<void> map_chunks(std::size_t target);    // rolls back to the previous count on failure
+    Result<void> unmap_chunks(std::size_t target);  // down to `target` chunks, last first
+    Result<void> reset();                           // everything, for the destructor and move-assignment
+
+    AllocationProperties properties_{Location::device(0)};
+    std::vector<AccessGrant> access_;
+    std::size_t chunk_size_ = 0;
+    std::size_t granularity_ = 0;
+    AddressRange range_;              // declared before chunks_: freed after them
+    std::vector<MappedRange> chunks_;
+    bool released_ = false;
+    std::size_t released_chunks_ = 0;  // chunk count restore() brings back
+    PinnedBuffer<unsigned char> saved_;  // the bytes release_physical(Save) kept
+};
+
+}  // namespace cudyn

@@ -1,0 +1,68 @@
+// cudyn — ManagedMemoryHints: advice and prefetch over any managed range
+// (cuMemAllocManaged memory, a UnifiedBuffer, or a part of either).
+//
+// Each call uses the CUmemLocation entries (cuMemAdvise_v2,
+// cuMemPrefetchAsync_v2, driver 12.2+) where the driver has them, else the v1
+// entries with the host translated to CU_DEVICE_CPU; a host NUMA target on a
+// v1-only driver is NotSupported. Locations are checked before the driver is
+// called: a negative id or a device ordinal outside the visible devices is
+// InvalidArgument, and a prefetch to a device without
+// CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS is NotSupported.
+#pragma once
+
+#include "cudyn/location.hpp"
+#include "cudyn/result.hpp"
+#include "cudyn/stream_ref.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <initializer_list>
+
+namespace cudyn {
+
+// One raw advice for ManagedMemoryHints::advise. The location is ignored (and
+// the host passed) for the advices that take none: SET/UNSET_READ_MOSTLY and
+// UNSET_PREFERRED_LOCATION.
+struct ManagedAdvice {
+    CUmem_advise advice;
+    Location location;
+};
+
+class ManagedMemoryHints {
+public:
+    // [base, base + bytes) of managed memory. InvalidArgument for a null base,
+    // zero bytes or a range that wraps around; whether the memory is managed is
+    // the driver's to say (CUDA_ERROR_INVALID_VALUE on first use).
+    static Result<ManagedMemoryHints> over(CUdeviceptr base, std::size_t bytes);
+
+    CUdeviceptr base() const noexcept { return base_; }
+    std::size_t bytes() const noexcept { return bytes_; }
+    // [base + offset, base + offset + bytes), which must lie inside this range.
+    Result<ManagedMemoryHints> subrange(std::size_t offset, std::size_t bytes) const;
+
+    Result<void> set_read_mostly() const;
+    Result<void> unset_read_mostly() const;
+    Result<void> set_preferred_location(const Location& location) const;
+    Result<void> unset_preferred_location() const;
+    Result<void> set_accessed_by(const Location& location) const;
+    Result<void> unset_accessed_by(const Location& location) const;
+    // Several advices in order. Every location is checked and translated for
+    // the driver's ABI before the first advice is given, so an unsupported
+    // location leaves the range as it was.
+    Result<void> advise(std::initializer_list<ManagedAdvice> advices) const;
+
+    // Stream-ordered migration of the whole range to `location`.
+    Result<void> prefetch_to(const Location& location, StreamRef stream) const;
+    // The same for [offset, offset + bytes) of the range, bounds-checked
+    // before any driver call.
+    Result<void> prefetch_range(std::size_t offset, std::size_t bytes, const Location& location,
+                                StreamRef stream) const;
+
+private:
+    ManagedMemoryHints(CUdeviceptr base, std::size_t bytes) noexcept : base_(base), bytes_(bytes) {}
+    CUdeviceptr base_;
+    std::size_t bytes_;
+};
+
+}  // namespace cudyn

@@ -1,0 +1,94 @@
+// cudyn — PhysicalMemory mapped into an AddressRange (cuMemMap / cuMemUnmap),
+// with its access (cuMemSetAccess / cuMemGetAccess).
+//
+//     auto range = cudyn::AddressRange::reserve(64 << 20);
+//     auto memory = cudyn::PhysicalMemory::create(cudyn::AllocationProperties::device(1), 2 << 20);
+//     auto mapping = cudyn::MappedRange::map(*range, 0, *memory,
+//                        {{cudyn::Location::device(1), cudyn::AccessFlags::ReadWrite},
+//                         {cudyn::Location::device(0), cudyn::AccessFlags::ReadWrite}});  // a peer
+//
+// Ownership: a MappedRange holds a reference to the reservation and to the
+// physical handle (see address_range.hpp, physical_memory.hpp). Its
+// destruction unmaps first, then drops the handle (released if it was the last
+// owner), then the reservation (freed if it was the last owner): unmap,
+// release, free, whatever order the three owners are destroyed in.
+//
+// Unmapping does not wait for device work: synchronize the streams that use
+// the memory before a MappedRange (or the last owner of it) goes.
+#pragma once
+
+#include "cudyn/address_range.hpp"
+#include "cudyn/memory_access.hpp"
+#include "cudyn/physical_memory.hpp"
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+namespace cudyn {
+
+class MappedRange {
+public:
+    // Maps all of `memory` at `offset` bytes into `range`. InvalidArgument,
+    // before the driver is called, for an empty range or memory, a mapping
+    // that does not fit in the range, an offset (or range address) that is not
+    // a multiple of the memory's granularity, and a mapping that overlaps one
+    // already live in the range. The mapping starts inaccessible.
+    static Result<MappedRange> map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory);
+    // map() then set_access(access); unmapped again if setting access fails.
+    // The grants are checked before anything is mapped.
+    static Result<MappedRange> map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,
+                                   std::initializer_list<AccessGrant> access);
+    static Result<MappedRange> map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,
+                                   const std::vector<AccessGrant>& access);
+
+    MappedRange() noexcept;  // empty
+    MappedRange(MappedRange&& other) noexcept;
+    MappedRange& operator=(MappedRange&& other) noexcept;
+    MappedRange(const MappedRange&) = delete;
+    MappedRange& operator=(const MappedRange&) = delete;
+    ~MappedRange();  // unmaps, silently
+
+    // Sets access for one or several locations over the whole mapping. Each
+    // grant's location is validated; a device other than the one the memory
+    // lives on must be able to access it (cuDeviceCanAccessPeer) and support
+    // VMM, else NotSupported naming the pair. Nothing is set when a check fails.
+    Result<void> set_access(Location location, AccessFlags flags);
+    Result<void> set_access(std::initializer_list<AccessGrant> grants);
+    Result<void> set_access(const std::vector<AccessGrant>& grants);
+    // What cuMemGetAccess reports for `location`.
+    Result<AccessFlags> access(Location location) const;
+
+    CUdeviceptr address() const noexcept { return address_; }
+    std::size_t size() const noexcept { return size_; }
+    std::size_t offset() const noexcept { return offset_; }  // within the AddressRange
+    bool empty() const noexcept { return memory_ == nullptr; }
+    // Where the mapped memory lives (the PhysicalMemory's location); null when empty.
+    const Location* memory_location() const noexcept;
+
+    // Unmaps now and reports the driver's answer; empty afterwards, whatever
+    // the answer. ok() when already empty.
+    Result<void> unmap();
+
+private:
+    MappedRange(std::shared_ptr<detail::Reservation> reservation, std::shared_ptr<detail::PhysicalHandle> memory,
+                CUdeviceptr address, std::size_t offset, std::size_t size) noexcept;
+    static Result<MappedRange> map_with_access(const AddressRange& range, std::size_t offset,
+                                               const PhysicalMemory& memory, const AccessGrant* grants,
+                                               std::size_t count);
+    Result<void> set_access(const AccessGrant* grants, std::size_t count);
+
+    // Declared in this order so that, after the destructor's unmap, the handle
+    // is dropped before the reservation.
+    std::shared_ptr<detail::Reservation> reservation_;
+    std::shared_ptr<detail::PhysicalHandle> memory_;
+    CUdeviceptr address_ = 0;
+    std::size_t offset_ = 0;
+    std::size_t size_ = 0;
+};
+
+}  // namespace cudyn

@@ -1,0 +1,139 @@
+// cudyn — what every typed buffer shares: ownership of one driver allocation
+// (move-only, released once, silently in the destructor) and the size checks
+// done before the driver is called.
+//
+// DeviceBuffer, PinnedBuffer, MappedBuffer, UnifiedBuffer and HostRegistration
+// are thin layers over this; their differences are which entry allocates and
+// which releases.
+#pragma once
+
+#include "cudyn/host_span.hpp"
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace cudyn {
+
+namespace detail {
+
+// Gives back what `address` owns (cuMemFree_v2, cuMemFreeHost, cuMemHostUnregister, ...).
+using ReleaseFunction = Result<void> (*)(std::uintptr_t address);
+
+// One allocation: the address it was allocated at (host or device), the
+// address the device sees it at (0 when it has none), its size, and how to
+// release it. Empty after a move, free() or release().
+class OwnedMemory {
+public:
+    OwnedMemory() noexcept = default;
+    OwnedMemory(std::uintptr_t address, CUdeviceptr device_address, std::size_t bytes,
+                ReleaseFunction release) noexcept
+        : address_(address), device_address_(device_address), bytes_(bytes), release_(release) {}
+
+    OwnedMemory(OwnedMemory&& other) noexcept
+        : address_(std::exchange(other.address_, 0)),
+          device_address_(std::exchange(other.device_address_, 0)),
+          bytes_(std::exchange(other.bytes_, 0)),
+          release_(std::exchange(other.release_, nullptr)) {}
+    OwnedMemory& operator=(OwnedMemory&& other) noexcept {
+        if (this != &other) {
+            (void)release();
+            address_ = std::exchange(other.address_, 0);
+            device_address_ = std::exchange(other.device_address_, 0);
+            bytes_ = std::exchange(other.bytes_, 0);
+            release_ = std::exchange(other.release_, nullptr);
+        }
+        return *this;
+    }
+    OwnedMemory(const OwnedMemory&) = delete;
+    OwnedMemory& operator=(const OwnedMemory&) = delete;
+    // Errors are dropped: at exit the driver answers CUDA_ERROR_DEINITIALIZED,
+    // and a destructor has no one to tell.
+    ~OwnedMemory() { (void)release(); }
+
+    std::uintptr_t address() const noexcept { return address_; }
+    CUdeviceptr device_address() const noexcept { return device_address_; }
+    std::size_t bytes() const noexcept { return bytes_; }
+    bool empty() const noexcept { return release_ == nullptr; }
+    // Records where the device sees the allocation, when that is learned after
+    // allocating (mapped host memory).
+    void set_device_address(CUdeviceptr device_address) noexcept { device_address_ = device_address; }
+
+    // Releases now and reports the driver's answer; empty afterwards, whatever
+    // the answer (the driver never gets the same address twice). ok() when
+    // already empty.
+    Result<void> release();
+    // InvalidArgument "<operation>: the <owner> is empty (moved from or freed)".
+    Result<void> require(const char* operation, const char* owner) const;
+
+private:
+    std::uintptr_t address_ = 0;
+    CUdeviceptr device_address_ = 0;
+    std::size_t bytes_ = 0;
+    ReleaseFunction release_ = nullptr;
+};
+
+// count * element_size, checked: InvalidArgument naming `what` when count is
+// zero or the product overflows size_t.
+Result<std::size_t> checked_bytes(std::size_t count, std::size_t element_size, const char* what);
+
+// [offset, offset + count) within [0, size), overflow-safe: InvalidArgument
+// naming `what` (count 0 included: an empty range is a caller's mistake here).
+Result<void> check_range(std::size_t offset, std::size_t count, std::size_t size, const char* what);
+
+// A typed buffer from an allocation's Result: its error, or make(memory).
+// (`make` is a lambda inside the buffer's allocate(), which may reach the
+// buffer's private adopting constructor.)
+template <typename Buffer, typename Make>
+Result<Buffer> adopt(Result<OwnedMemory> memory, Make make) {
+    if (!memory) return std::move(memory).error();
+    return make(std::move(*memory));
+}
+
+// The typed face of an OwnedMemory: element count, move-only, free().
+template <typename T>
+class TypedMemory {
+    static_assert(std::is_trivially_copyable_v<T>, "buffers hold trivially copyable elements (copied as bytes)");
+    static_assert(!std::is_const_v<T> && !std::is_volatile_v<T>, "buffer elements are not cv-qualified");
+
+public:
+    using value_type = T;
+
+    std::size_t size() const noexcept { return memory_.bytes() / sizeof(T); }
+    std::size_t bytes() const noexcept { return memory_.bytes(); }
+    bool empty() const noexcept { return memory_.empty(); }
+    // Gives the memory back now and reports the driver's answer; the buffer is
+    // empty afterwards. The destructor does the same, silently.
+    Result<void> free() { return memory_.release(); }
+
+protected:
+    TypedMemory() noexcept = default;
+    explicit TypedMemory(OwnedMemory memory) noexcept : memory_(std::move(memory)) {}
+    T* host_data() const noexcept { return reinterpret_cast<T*>(memory_.address()); }
+
+    OwnedMemory memory_;
+};
+
+// TypedMemory whose allocation the host reads and writes directly (pinned,
+// mapped and managed memory): element access and a HostSpan of it.
+template <typename T>
+class HostTypedMemory : public TypedMemory<T> {
+public:
+    // The host address (null when empty).
+    T* data() const noexcept { return this->host_data(); }
+    HostSpan<T> span() const noexcept { return HostSpan<T>(data(), this->size()); }
+    T& operator[](std::size_t i) const noexcept { return data()[i]; }
+    T* begin() const noexcept { return data(); }
+    T* end() const noexcept { return data() + this->size(); }
+
+protected:
+    using TypedMemory<T>::TypedMemory;
+};
+
+}  // namespace detail
+
+}  // namespace cudyn

@@ -1,0 +1,24 @@
+// cudyn — StreamRef: the stream argument of stream-ordered operations, taken
+// from a cudyn::Stream or a raw CUstream alike (never owning).
+#pragma once
+
+#include "cudyn/stream.hpp"
+
+#include <cuda.h>
+
+namespace cudyn {
+
+class StreamRef {
+public:
+    StreamRef(const Stream& stream) noexcept : handle_(stream.handle()) {}
+    StreamRef(CUstream stream) noexcept : handle_(stream) {}
+
+    CUstream handle() const noexcept { return handle_; }
+    // The legacy NULL stream, as the table's legacy-stream entries read 0.
+    bool is_legacy_default() const noexcept { return handle_ == nullptr || handle_ == CU_STREAM_LEGACY; }
+
+private:
+    CUstream handle_;
+};
+
+}  // namespace cudyn

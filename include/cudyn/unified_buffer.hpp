@@ -1,0 +1,58 @@
+// cudyn — UnifiedBuffer<T>: managed memory from cuMemAllocManaged, reachable
+// from the host (data(), span()) and from every device (device_pointer()) at
+// the same address, migrated on demand or by ManagedMemoryHints.
+#pragma once
+
+#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/owned_memory.hpp"
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+
+namespace cudyn {
+
+// cuMemAllocManaged attach flags.
+enum class ManagedAttach {
+    Global,  // CU_MEM_ATTACH_GLOBAL: any stream on any device may use it
+    Host,    // CU_MEM_ATTACH_HOST: host only until attached to a stream
+};
+
+namespace detail {
+Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t element_size, ManagedAttach attach);
+// Hints over elements [first, first + count) of a managed allocation.
+Result<ManagedMemoryHints> managed_range(const OwnedMemory& memory, std::size_t element_size, std::size_t first,
+                                         std::size_t count);
+}  // namespace detail
+
+template <typename T>
+class UnifiedBuffer : public detail::HostTypedMemory<T> {
+public:
+    // `count` elements of managed memory (needs a current context whose
+    // device reports CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY).
+    static Result<UnifiedBuffer> allocate(std::size_t count, ManagedAttach attach = ManagedAttach::Global) {
+        return detail::adopt<UnifiedBuffer>(
+            detail::allocate_managed_memory(count, sizeof(T), attach),
+            [attach](detail::OwnedMemory memory) { return UnifiedBuffer(std::move(memory), attach); });
+    }
+
+    UnifiedBuffer() noexcept = default;  // empty
+
+    // The same address as data(), as the driver's type (0 when empty).
+    CUdeviceptr device_pointer() const noexcept { return this->memory_.device_address(); }
+    ManagedAttach attach() const noexcept { return attach_; }
+
+    // Advice and prefetch over the whole buffer, or elements [first, first + count).
+    Result<ManagedMemoryHints> hints() const { return detail::managed_range(this->memory_, sizeof(T), 0, this->size()); }
+    Result<ManagedMemoryHints> hints(std::size_t first, std::size_t count) const {
+        return detail::managed_range(this->memory_, sizeof(T), first, count);
+    }
+
+private:
+    UnifiedBuffer(detail::OwnedMemory memory, ManagedAttach attach) noexcept
+        : detail::HostTypedMemory<T>(std::move(memory)), attach_(attach) {}
+    ManagedAttach attach_ = ManagedAttach::Global;
+};
+
+}  // namespace cudyn

@@ -1,0 +1,173 @@
+// cudyn — AllocationProperties: validation, support checks, granularity.
+#include "cudyn/allocation_properties.hpp"
+#include "cudyn/device.hpp"
+#include "cudyn/device_capabilities.hpp"
+#include "cudyn/driver_call.hpp"
+
+#include "vmm_detail.hpp"
+
+#include <cstdio>
+
+namespace cudyn {
+
+namespace {
+
+constexpr unsigned kKnownHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                                       CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
+
+// Each handle type, its name and the capability that allows it.
+struct HandleTypeRow {
+    HandleType type;
+    const char* name;
+    bool DeviceCapabilities::*supported;
+    const char* attribute;
+};
+constexpr HandleTypeRow kHandleTypes[] = {
+    {HandleType::PosixFileDescriptor, "posix_fd", &DeviceCapabilities::posix_fd_handles,
+     "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"},
+    {HandleType::Win32, "win32", &DeviceCapabilities::win32_handles, "HANDLE_TYPE_WIN32_HANDLE_SUPPORTED"},
+    {HandleType::Win32Kmt, "win32_kmt", &DeviceCapabilities::win32_kmt_handles,
+     "HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED"},
+    {HandleType::Fabric, "fabric", &DeviceCapabilities::fabric_handles, "HANDLE_TYPE_FABRIC_SUPPORTED"},
+};
+
+std::string hex(unsigned value) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%x", value);
+    return text;
+}
+
+// Host VMM is judged by the device of the current context, else device 0.
+Result<Device> device_judging(const Location& location) {
+    if (location.kind() == LocationKind::Device) return Device::get(location.id());
+    CUdevice current = 0;
+    const bool has_context = call_driver(&DriverTable::cuCtxGetDevice_v2000, &current).has_value();
+    return Device::get(has_context ? static_cast<int>(current) : 0);
+}
+
+}  // namespace
+
+std::string to_string(HandleType types) {
+    std::string text;
+    for (const HandleTypeRow& row : kHandleTypes) {
+        if (!includes(types, row.type)) continue;
+        if (!text.empty()) text += '|';
+        text += row.name;
+    }
+    if ((static_cast<unsigned>(types) & ~kKnownHandleTypes) != 0) text += text.empty() ? "unknown" : "|unknown";
+    return text.empty() ? "none" : text;
+}
+
+AllocationProperties AllocationProperties::with_location(Location location) const noexcept {
+    AllocationProperties copy = *this;
+    copy.location_ = location;
+    return copy;
+}
+
+AllocationProperties AllocationProperties::with_handle_types(HandleType types) const noexcept {
+    AllocationProperties copy = *this;
+    copy.handle_types_ = types;
+    return copy;
+}
+
+AllocationProperties AllocationProperties::with_gpu_direct_rdma(bool capable) const noexcept {
+    AllocationProperties copy = *this;
+    copy.gpu_direct_rdma_ = capable;
+    return copy;
+}
+
+Result<void> AllocationProperties::validate() const {
+    CUDYN_TRY(location_.validate("allocation properties: location"));
+    if (location_.kind() == LocationKind::HostNumaCurrent)
+        return Error::invalid_argument(
+            "allocation properties: location: cuMemCreate does not take host NUMA current; name the node "
+            "(Location::host_numa(n))");
+    const auto bits = static_cast<unsigned>(handle_types_);
+    if ((bits & ~kKnownHandleTypes) != 0)
+        return Error::invalid_argument("allocation properties: handle types: unknown bits " +
+                                       hex(bits & ~kKnownHandleTypes));
+    if (location_.kind() == LocationKind::Host && handle_types_ != HandleType::None)
+        return Error::invalid_argument("allocation properties: handle types: plain host allocations are not "
+                                       "shareable (the driver wants none); use a host NUMA node");
+    return ok();
+}
+
+Result<void> AllocationProperties::check_supported() const {
+    CUDYN_TRY(validate());
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemCreate_v10020));
+    auto device = device_judging(location_);
+    if (!device) return device.error();
+    auto caps = probe_capabilities(*device);
+    if (!caps) return caps.error();
+    const std::string on = "device " + std::to_string(device->ordinal());
+    const auto unsupported = [this](const std::string& why) {
+        return Error::not_supported({}, describe() + ": " + why);
+    };
+    switch (location_.kind()) {
+        case LocationKind::Device:
+            if (!caps->virtual_memory_management)
+                return unsupported(on + " does not support virtual memory management "
+                                        "(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)");
+            break;
+        case LocationKind::Host:
+            if (!caps->host_virtual_memory_management)
+                return unsupported("host VMM allocations are not supported (HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED "
+                                   "is 0 on " + on + ")");
+            break;
+        case LocationKind::HostNuma:
+        case LocationKind::HostNumaCurrent:
+            if (!caps->host_numa_virtual_memory_management)
+                return unsupported("host NUMA VMM allocations are not supported "
+                                   "(HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0 on " + on + ")");
+            break;
+    }
+    for (const HandleTypeRow& row : kHandleTypes)
+        if (includes(handle_types_, row.type) && !((*caps).*row.supported))
+            return unsupported(std::string(row.name) + " handles are not supported on " + on + " (" + row.attribute +
+                               " is 0)");
+    if (gpu_direct_rdma_ && !caps->rdma_with_vmm)
+        return unsupported("GPUDirect RDMA on VMM memory is not supported on " + on +
+                           " (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED is 0)");
+    return ok();
+}
+
+CUmemAllocationProp AllocationProperties::to_cu() const noexcept {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(handle_types_);
+    prop.location = location_.to_cu();
+    prop.allocFlags.gpuDirectRDMACapable = gpu_direct_rdma_ ? 1 : 0;
+    return prop;
+}
+
+std::string AllocationProperties::describe() const {
+    std::string text = location_.describe();
+    if (handle_types_ != HandleType::None) text += ", handles " + to_string(handle_types_);
+    if (gpu_direct_rdma_) text += ", GPUDirect RDMA";
+    return text;
+}
+
+namespace detail {
+
+Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which) {
+    const CUmemAllocationProp prop = properties.to_cu();
+    std::size_t granularity = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAllocationGranularity_v10020, &granularity, &prop,
+                          which == Granularity::Minimum ? CU_MEM_ALLOC_GRANULARITY_MINIMUM
+                                                        : CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    if (granularity == 0)
+        return Error::from_driver(CUDA_ERROR_INVALID_VALUE, "cuMemGetAllocationGranularity",
+                                  "the driver reported a granularity of 0 for " + properties.describe());
+    return granularity;
+}
+
+}  // namespace detail
+
+Result<std::size_t> allocation_granularity(const AllocationProperties& properties, Granularity which) {
+    CUDYN_TRY(properties.validate());
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
+    CUDYN_TRY(properties.check_supported());
+    return detail::query_granularity(properties, which);
+}
+
+}  // namespace cudyn

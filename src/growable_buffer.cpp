@@ -1,0 +1,204 @@
+// cudyn — GrowableBuffer: chunks mapped at the end of one reservation, with
+// rollback on a failed grow and a pinned host copy for release/restore.
+#include "cudyn/growable_buffer.hpp"
+#include "cudyn/physical_memory.hpp"
+
+#include "vmm_detail.hpp"
+
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& properties, std::size_t capacity,
+                                              GrowableBufferOptions options) {
+    CUDYN_TRY(properties.validate());
+    if (capacity == 0) return Error::invalid_argument("GrowableBuffer::create: capacity must be non-zero");
+    if (options.access.empty()) {
+        if (properties.location().kind() != LocationKind::Device)
+            return Error::invalid_argument("GrowableBuffer::create: access: memory on " +
+                                           properties.location().describe() +
+                                           " needs explicit grants (no device owns it)");
+        options.access.push_back({properties.location(), AccessFlags::ReadWrite});
+    }
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
+    CUDYN_TRY(properties.check_supported());
+    auto granularity = detail::query_granularity(properties, Granularity::Minimum);
+    if (!granularity) return granularity.error();
+    std::size_t chunk = options.chunk_size;
+    if (chunk == 0) {
+        auto recommended = detail::query_granularity(properties, Granularity::Recommended);
+        if (!recommended) return recommended.error();
+        chunk = *recommended;
+    }
+    if (chunk % *granularity != 0)
+        return Error::invalid_argument("GrowableBuffer::create: chunk size " + std::to_string(chunk) +
+                                       " is not a multiple of the allocation granularity " +
+                                       std::to_string(*granularity) + " of " + properties.describe());
+    std::size_t reserved = 0;
+    if (!detail::round_up(capacity, chunk, &reserved))
+        return Error::invalid_argument("GrowableBuffer::create: capacity " + std::to_string(capacity) +
+                                       " rounded up to whole chunks overflows");
+    CUDYN_TRY(detail::check_grants(properties.location(), options.access.data(), options.access.size()));
+    auto range = AddressRange::reserve(reserved);
+    if (!range) return range.error();
+    return GrowableBuffer(properties, std::move(options.access), chunk, *granularity, std::move(*range));
+}
+
+GrowableBuffer::GrowableBuffer() noexcept = default;
+
+GrowableBuffer::GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access,
+                               std::size_t chunk_size, std::size_t granularity, AddressRange range) noexcept
+    : properties_(properties),
+      access_(std::move(access)),
+      chunk_size_(chunk_size),
+      granularity_(granularity),
+      range_(std::move(range)) {}
+
+GrowableBuffer::GrowableBuffer(GrowableBuffer&& other) noexcept
+    : properties_(other.properties_),
+      access_(std::move(other.access_)),
+      chunk_size_(std::exchange(other.chunk_size_, 0)),
+      granularity_(std::exchange(other.granularity_, 0)),
+      range_(std::move(other.range_)),
+      chunks_(std::move(other.chunks_)),
+      released_(std::exchange(other.released_, false)),
+      released_chunks_(std::exchange(other.released_chunks_, 0)),
+      saved_(std::move(other.saved_)) {}
+
+GrowableBuffer& GrowableBuffer::operator=(GrowableBuffer&& other) noexcept {
+    if (this != &other) {
+        (void)reset();
+        properties_ = other.properties_;
+        access_ = std::move(other.access_);
+        chunk_size_ = std::exchange(other.chunk_size_, 0);
+        granularity_ = std::exchange(other.granularity_, 0);
+        range_ = std::move(other.range_);
+        chunks_ = std::move(other.chunks_);
+        released_ = std::exchange(other.released_, false);
+        released_chunks_ = std::exchange(other.released_chunks_, 0);
+        saved_ = std::move(other.saved_);
+    }
+    return *this;
+}
+
+GrowableBuffer::~GrowableBuffer() { (void)reset(); }
+
+std::size_t GrowableBuffer::size() const noexcept {
+    return (released_ ? released_chunks_ : chunks_.size()) * chunk_size_;
+}
+
+Result<void> GrowableBuffer::require_usable(const char* operation) const {
+    if (empty())
+        return Error::invalid_argument(std::string("GrowableBuffer::") + operation +
+                                       ": the buffer is empty (moved from)");
+    if (released_)
+        return Error::invalid_argument(std::string("GrowableBuffer::") + operation +
+                                       ": the buffer's memory is released; restore() it first");
+    return ok();
+}
+
+Result<void> GrowableBuffer::grow_to(std::size_t bytes) {
+    CUDYN_TRY(require_usable("grow_to"));
+    if (bytes > capacity())
+        return Error::invalid_argument("GrowableBuffer::grow_to: " + std::to_string(bytes) +
+                                       " bytes exceed the capacity of " + std::to_string(capacity()));
+    const std::size_t target = bytes / chunk_size_ + (bytes % chunk_size_ != 0 ? 1 : 0);
+    if (target <= chunks_.size()) return ok();
+    return map_chunks(target);
+}
+
+Result<void> GrowableBuffer::shrink_to(std::size_t bytes) {
+    CUDYN_TRY(require_usable("shrink_to"));
+    const std::size_t target = bytes / chunk_size_ + (bytes % chunk_size_ != 0 ? 1 : 0);
+    if (target >= chunks_.size()) return ok();
+    return unmap_chunks(target);
+}
+
+Result<void> GrowableBuffer::resize(std::size_t bytes) {
+    if (bytes > size()) return grow_to(bytes);
+    return shrink_to(bytes);
+}
+
+Result<void> GrowableBuffer::map_chunks(std::size_t target) {
+    const std::size_t first = chunks_.size();
+    if (target <= first) return ok();
+    // Each new chunk is in one of three states: created (the PhysicalMemory
+    // below), mapped (in chunks_, inaccessible) or accessible (after the one
+    // cuMemSetAccess). A failure at any of them unmaps and releases the chunks
+    // this call added, newest first, and leaves the older ones untouched.
+    const auto roll_back = [this, first](Error error) {
+        (void)unmap_chunks(first);
+        return error;
+    };
+    chunks_.reserve(target);
+    for (std::size_t index = first; index < target; ++index) {
+        auto memory = PhysicalMemory::create_checked(properties_, chunk_size_, granularity_);
+        if (!memory) return roll_back(std::move(memory).error());
+        auto mapping = MappedRange::map(range_, index * chunk_size_, *memory);
+        if (!mapping) return roll_back(std::move(mapping).error());
+        chunks_.push_back(std::move(*mapping));
+        // The PhysicalMemory goes here; the mapping keeps the handle until it is unmapped.
+    }
+    const auto access = detail::apply_access(range_.address() + first * chunk_size_, (target - first) * chunk_size_,
+                                             access_.data(), access_.size());
+    if (!access) return roll_back(access.error());
+    return ok();
+}
+
+Result<void> GrowableBuffer::unmap_chunks(std::size_t target) {
+    Result<void> first_error = ok();
+    while (chunks_.size() > target) {
+        auto unmapped = chunks_.back().unmap();
+        if (!unmapped && first_error.has_value()) first_error = std::move(unmapped);
+        chunks_.pop_back();
+    }
+    return first_error;
+}
+
+Result<void> GrowableBuffer::release_physical(Contents contents) {
+    if (empty()) return Error::invalid_argument("GrowableBuffer::release_physical: the buffer is empty (moved from)");
+    if (released_) return ok();
+    PinnedBuffer<unsigned char> copy;
+    const std::size_t bytes = size();
+    if (contents == Contents::Save && bytes != 0) {
+        auto pinned = PinnedBuffer<unsigned char>::allocate(bytes);
+        if (!pinned) return std::move(pinned).error();
+        CUDYN_TRY(call_driver(&DriverTable::cuMemcpyDtoH_v3020, pinned->data(), range_.address(), bytes));
+        copy = std::move(*pinned);
+    }
+    released_chunks_ = chunks_.size();
+    released_ = true;
+    saved_ = std::move(copy);
+    return unmap_chunks(0);
+}
+
+Result<void> GrowableBuffer::restore() {
+    if (empty()) return Error::invalid_argument("GrowableBuffer::restore: the buffer is empty (moved from)");
+    if (!released_) return ok();
+    CUDYN_TRY(map_chunks(released_chunks_));
+    if (!saved_.empty()) {
+        const auto copied = call_driver(&DriverTable::cuMemcpyHtoD_v3020, range_.address(), saved_.data(), saved_.bytes());
+        if (!copied) {
+            (void)unmap_chunks(0);
+            return copied;
+        }
+        (void)saved_.free();
+    }
+    released_ = false;
+    released_chunks_ = 0;
+    return ok();
+}
+
+Result<void> GrowableBuffer::reset() {
+    auto result = unmap_chunks(0);
+    (void)saved_.free();
+    released_ = false;
+    released_chunks_ = 0;
+    // The range is free of mappings now: its last owner frees it.
+    auto freed = range_.free();
+    if (result.has_value()) result = std::move(freed);
+    return result;
+}
+
+}  // namespace cudyn

@@ -1,0 +1,143 @@
+// cudyn — ManagedMemoryHints: advice and prefetch through whichever location
+// ABI the driver has.
+#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/device.hpp"
+#include "cudyn/driver_call.hpp"
+#include "cudyn/owned_memory.hpp"
+#include "memory_internal.hpp"
+
+#include <string>
+#include <vector>
+
+namespace cudyn {
+
+namespace detail {
+
+namespace {
+
+// Checks and translates `location` for the ABI in use. `v1_entry` names the
+// v1 entry in the NotSupported a NUMA target gets on a v1-only driver.
+Result<PreparedLocation> prepare_location(const Location& location, const char* what, bool location_abi,
+                                          const char* v1_entry) {
+    CUDYN_TRY(location.validate(what));
+    PreparedLocation prepared;
+    prepared.location_abi = location_abi;
+    if (location_abi) {
+        prepared.location = location.to_cu();
+    } else {
+        auto legacy = location.to_legacy_device(v1_entry);
+        if (!legacy) return legacy.error();
+        prepared.legacy_device = *legacy;
+    }
+    if (location.kind() == LocationKind::Device) {
+        auto count = Device::count();
+        if (!count) return count.error();
+        if (location.id() >= *count)
+            return Error::invalid_argument(std::string(what) + ": " + location.describe() + " is out of range: " +
+                                           std::to_string(*count) + " device(s) visible");
+    }
+    return prepared;
+}
+
+bool is_location_free_advice(CUmem_advise advice) {
+    return advice == CU_MEM_ADVISE_SET_READ_MOSTLY || advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY ||
+           advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
+}
+
+}  // namespace
+
+Result<PreparedLocation> prepare_advice_location(const Location& location, const char* what) {
+    return prepare_location(location, what, has_entry(&DriverTable::cuMemAdvise_v12020), "cuMemAdvise");
+}
+
+Result<void> issue_advice(CUdeviceptr base, std::size_t bytes, CUmem_advise advice, const PreparedLocation& target) {
+    if (target.location_abi) return call_driver(&DriverTable::cuMemAdvise_v12020, base, bytes, advice, target.location);
+    return call_driver(&DriverTable::cuMemAdvise_v8000, base, bytes, advice, target.legacy_device);
+}
+
+Result<PreparedLocation> prepare_prefetch_location(const Location& location, const char* what) {
+    auto prepared =
+        prepare_location(location, what, has_entry(&DriverTable::cuMemPrefetchAsync_v12020), "cuMemPrefetchAsync");
+    if (!prepared || location.kind() != LocationKind::Device) return prepared;
+    auto device = Device::get(location.id());
+    if (!device) return device.error();
+    auto concurrent = device->attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+    if (!concurrent) return concurrent.error();
+    if (*concurrent == 0)
+        return Error::not_supported(
+            prepared->location_abi ? "cuMemPrefetchAsync_v2" : "cuMemPrefetchAsync",
+            std::string(what) + ": " + location.describe() +
+                " lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: managed memory cannot be prefetched to it");
+    return prepared;
+}
+
+Result<void> issue_prefetch(CUdeviceptr base, std::size_t bytes, const PreparedLocation& target, CUstream stream) {
+    if (target.location_abi)
+        return call_driver(&DriverTable::cuMemPrefetchAsync_v12020, base, bytes, target.location, 0u, stream);
+    return call_driver(&DriverTable::cuMemPrefetchAsync_v8000, base, bytes, target.legacy_device, stream);
+}
+
+}  // namespace detail
+
+Result<ManagedMemoryHints> ManagedMemoryHints::over(CUdeviceptr base, std::size_t bytes) {
+    if (base == 0) return Error::invalid_argument("ManagedMemoryHints::over: base is a null pointer");
+    if (bytes == 0) return Error::invalid_argument("ManagedMemoryHints::over: bytes must be non-zero");
+    if (bytes - 1 > ~CUdeviceptr{0} - base)
+        return Error::invalid_argument("ManagedMemoryHints::over: base + bytes wraps around the address space");
+    return ManagedMemoryHints(base, bytes);
+}
+
+Result<ManagedMemoryHints> ManagedMemoryHints::subrange(std::size_t offset, std::size_t bytes) const {
+    CUDYN_TRY(detail::check_range(offset, bytes, bytes_, "ManagedMemoryHints::subrange"));
+    return ManagedMemoryHints(base_ + offset, bytes);
+}
+
+Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> advices) const {
+    std::vector<detail::PreparedLocation> prepared;
+    prepared.reserve(advices.size());
+    for (const ManagedAdvice& step : advices) {
+        if (step.advice < CU_MEM_ADVISE_SET_READ_MOSTLY || step.advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
+            return Error::invalid_argument("ManagedMemoryHints::advise: advice " +
+                                           std::to_string(static_cast<int>(step.advice)) + " is not a CUmem_advise");
+        const Location& location = detail::is_location_free_advice(step.advice) ? Location::host() : step.location;
+        auto target = detail::prepare_advice_location(location, "ManagedMemoryHints::advise: location");
+        if (!target) return target.error();
+        prepared.push_back(*target);
+    }
+    std::size_t i = 0;
+    for (const ManagedAdvice& step : advices) CUDYN_TRY(detail::issue_advice(base_, bytes_, step.advice, prepared[i++]));
+    return ok();
+}
+
+Result<void> ManagedMemoryHints::set_read_mostly() const {
+    return advise({{CU_MEM_ADVISE_SET_READ_MOSTLY, Location::host()}});
+}
+Result<void> ManagedMemoryHints::unset_read_mostly() const {
+    return advise({{CU_MEM_ADVISE_UNSET_READ_MOSTLY, Location::host()}});
+}
+Result<void> ManagedMemoryHints::set_preferred_location(const Location& location) const {
+    return advise({{CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location}});
+}
+Result<void> ManagedMemoryHints::unset_preferred_location() const {
+    return advise({{CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, Location::host()}});
+}
+Result<void> ManagedMemoryHints::set_accessed_by(const Location& location) const {
+    return advise({{CU_MEM_ADVISE_SET_ACCESSED_BY, location}});
+}
+Result<void> ManagedMemoryHints::unset_accessed_by(const Location& location) const {
+    return advise({{CU_MEM_ADVISE_UNSET_ACCESSED_BY, location}});
+}
+
+Result<void> ManagedMemoryHints::prefetch_to(const Location& location, StreamRef stream) const {
+    auto target = detail::prepare_prefetch_location(location, "ManagedMemoryHints::prefetch_to: location");
+    if (!target) return target.error();
+    return detail::issue_prefetch(base_, bytes_, *target, stream.handle());
+}
+
+Result<void> ManagedMemoryHints::prefetch_range(std::size_t offset, std::size_t bytes, const Location& location,
+                                                StreamRef stream) const {
+    CUDYN_TRY(detail::check_range(offset, bytes, bytes_, "ManagedMemoryHints::prefetch_range"));
+    return ManagedMemoryHints(base_ + offset, bytes).prefetch_to(location, stream);
+}
+
+}  // namespace cudyn

@@ -1,0 +1,51 @@
+// cudyn — helpers the memory modules share; private to src/.
+#pragma once
+
+#include "cudyn/location.hpp"
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cudyn::detail {
+
+// --- device memory (device_buffer.cpp) ----------------------------------------
+
+// cuMemFree_v2: the release function of device and managed allocations.
+Result<void> free_device_memory(std::uintptr_t address);
+
+// --- host mapping (mapped_buffer.cpp) -----------------------------------------
+
+// The device of the calling thread's current context.
+Result<CUdevice> current_context_device();
+// NotSupported naming `entry` unless the current context's device has
+// CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY; `what` says what needed it.
+Result<void> require_host_mapping(const char* entry, const char* what);
+// cuMemHostGetDevicePointer_v2 with flags 0 (the only value it takes).
+Result<CUdeviceptr> mapped_device_pointer(void* host);
+
+// --- advice and prefetch (managed_memory_hints.cpp) ---------------------------
+
+// A location checked and translated for the ABI this driver serves: the
+// CUmemLocation (_v2) entries where resolved, else the v1 CUdevice form (host
+// -> CU_DEVICE_CPU; NUMA targets NotSupported). Preparing issues no advice or
+// prefetch, so a batch prepares every step before issuing the first.
+struct PreparedLocation {
+    bool location_abi = false;  // true: cuMemAdvise_v2 / cuMemPrefetchAsync_v2
+    CUmemLocation location{};
+    CUdevice legacy_device = 0;
+};
+
+// For an advice that takes a location. A device ordinal outside the visible
+// devices is InvalidArgument.
+Result<PreparedLocation> prepare_advice_location(const Location& location, const char* what);
+Result<void> issue_advice(CUdeviceptr base, std::size_t bytes, CUmem_advise advice, const PreparedLocation& target);
+
+// For a prefetch: as above, and a device target must report
+// CONCURRENT_MANAGED_ACCESS (NotSupported saying so otherwise).
+Result<PreparedLocation> prepare_prefetch_location(const Location& location, const char* what);
+Result<void> issue_prefetch(CUdeviceptr base, std::size_t bytes, const PreparedLocation& target, CUstream stream);
+
+}  // namespace cudyn::detail

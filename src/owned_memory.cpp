@@ -1,0 +1,39 @@
+// cudyn — OwnedMemory and the size checks every typed buffer shares.
+#include "cudyn/owned_memory.hpp"
+
+#include <limits>
+#include <string>
+
+namespace cudyn::detail {
+
+Result<void> OwnedMemory::release() {
+    if (release_ == nullptr) return ok();
+    const ReleaseFunction release = std::exchange(release_, nullptr);
+    const std::uintptr_t address = std::exchange(address_, 0);
+    device_address_ = 0;
+    bytes_ = 0;
+    return release(address);
+}
+
+Result<void> OwnedMemory::require(const char* operation, const char* owner) const {
+    if (!empty()) return ok();
+    return Error::invalid_argument(std::string(operation) + ": the " + owner + " is empty (moved from or freed)");
+}
+
+Result<std::size_t> checked_bytes(std::size_t count, std::size_t element_size, const char* what) {
+    if (count == 0) return Error::invalid_argument(std::string(what) + " must be non-zero");
+    if (element_size != 0 && count > std::numeric_limits<std::size_t>::max() / element_size)
+        return Error::invalid_argument(std::string(what) + " " + std::to_string(count) + " times " +
+                                       std::to_string(element_size) + "-byte elements overflows size_t");
+    return count * element_size;
+}
+
+Result<void> check_range(std::size_t offset, std::size_t count, std::size_t size, const char* what) {
+    if (count == 0) return Error::invalid_argument(std::string(what) + ": count must be non-zero");
+    if (offset > size || count > size - offset)
+        return Error::invalid_argument(std::string(what) + ": offset " + std::to_string(offset) + " + count " +
+                                       std::to_string(count) + " exceeds the size " + std::to_string(size));
+    return ok();
+}
+
+}  // namespace cudyn::detail

@@ -1,0 +1,69 @@
+// cudyn — PhysicalMemory: a shared cuMemCreate handle, released by its last owner.
+#include "cudyn/physical_memory.hpp"
+
+#include "vmm_detail.hpp"
+
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace detail {
+
+PhysicalHandle::~PhysicalHandle() {
+    if (created) (void)call_driver(&DriverTable::cuMemRelease_v10020, handle);
+}
+
+}  // namespace detail
+
+Result<PhysicalMemory> PhysicalMemory::create(const AllocationProperties& properties, std::size_t size) {
+    CUDYN_TRY(properties.validate());
+    if (size == 0) return Error::invalid_argument("PhysicalMemory::create: size must be non-zero");
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
+    CUDYN_TRY(properties.check_supported());
+    auto granularity = detail::query_granularity(properties, Granularity::Minimum);
+    if (!granularity) return granularity.error();
+    if (size % *granularity != 0)
+        return Error::invalid_argument("PhysicalMemory::create: size " + std::to_string(size) +
+                                       " is not a multiple of the allocation granularity " +
+                                       std::to_string(*granularity) + " of " + properties.describe());
+    return create_checked(properties, size, *granularity);
+}
+
+Result<PhysicalMemory> PhysicalMemory::create_checked(const AllocationProperties& properties, std::size_t size,
+                                                      std::size_t granularity) {
+    // The owner exists before the driver is asked (see AddressRange::reserve).
+    auto memory = std::make_shared<detail::PhysicalHandle>(properties);
+    const CUmemAllocationProp prop = properties.to_cu();
+    CUmemGenericAllocationHandle handle = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemCreate_v10020, &handle, size, &prop, 0ULL));
+    memory->handle = handle;
+    memory->created = true;
+    memory->size = size;
+    memory->granularity = granularity;
+    return PhysicalMemory(std::move(memory));
+}
+
+PhysicalMemory::PhysicalMemory() noexcept = default;
+PhysicalMemory::PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> memory) noexcept : memory_(std::move(memory)) {}
+PhysicalMemory::PhysicalMemory(PhysicalMemory&& other) noexcept = default;
+PhysicalMemory& PhysicalMemory::operator=(PhysicalMemory&& other) noexcept = default;
+PhysicalMemory::~PhysicalMemory() = default;
+
+CUmemGenericAllocationHandle PhysicalMemory::handle() const noexcept { return memory_ ? memory_->handle : 0; }
+std::size_t PhysicalMemory::size() const noexcept { return memory_ ? memory_->size : 0; }
+std::size_t PhysicalMemory::granularity() const noexcept { return memory_ ? memory_->granularity : 0; }
+const AllocationProperties* PhysicalMemory::properties() const noexcept {
+    return memory_ ? &memory_->properties : nullptr;
+}
+
+Result<void> PhysicalMemory::release() {
+    if (!memory_) return ok();
+    std::shared_ptr<detail::PhysicalHandle> memory = std::move(memory_);
+    // Mappings still share the handle: the last of them releases it.
+    if (memory.use_count() > 1) return ok();
+    memory->created = false;
+    return call_driver(&DriverTable::cuMemRelease_v10020, memory->handle);
+}
+
+}  // namespace cudyn

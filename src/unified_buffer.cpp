@@ -1,0 +1,24 @@
+// cudyn — UnifiedBuffer: cuMemAllocManaged / cuMemFree_v2.
+#include "cudyn/unified_buffer.hpp"
+#include "cudyn/driver_call.hpp"
+#include "memory_internal.hpp"
+
+namespace cudyn::detail {
+
+Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t element_size, ManagedAttach attach) {
+    auto bytes = checked_bytes(count, element_size, "UnifiedBuffer::allocate: count");
+    if (!bytes) return bytes.error();
+    const unsigned int flags = attach == ManagedAttach::Host ? unsigned{CU_MEM_ATTACH_HOST} : unsigned{CU_MEM_ATTACH_GLOBAL};
+    CUdeviceptr pointer = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemAllocManaged_v6000, &pointer, *bytes, flags));
+    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, *bytes, free_device_memory);
+}
+
+Result<ManagedMemoryHints> managed_range(const OwnedMemory& memory, std::size_t element_size, std::size_t first,
+                                         std::size_t count) {
+    CUDYN_TRY(memory.require("UnifiedBuffer::hints", "UnifiedBuffer"));
+    CUDYN_TRY(check_range(first, count, memory.bytes() / element_size, "UnifiedBuffer::hints"));
+    return ManagedMemoryHints::over(memory.device_address() + first * element_size, count * element_size);
+}
+
+}  // namespace cudyn::detail

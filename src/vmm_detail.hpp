@@ -1,0 +1,88 @@
+// cudyn — internals shared by the VMM modules (address_range, physical_memory,
+// mapped_range, growable_buffer). Not installed.
+#pragma once
+
+#include "cudyn/allocation_properties.hpp"
+#include "cudyn/driver_call.hpp"
+#include "cudyn/memory_access.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+
+namespace cudyn::detail {
+
+// The loader's error when the driver is unusable, NotSupported naming the
+// entry when this driver lacks it: checked before anything else, so a CUDA
+// 10.1 driver hears about the missing entry, not about a device attribute.
+template <typename Pfn>
+Result<void> require_entry(Pfn DriverTable::*entry) {
+    const DriverTable* table = usable_driver();
+    if (table == nullptr) return driver_unusable_error();
+    if (table->*entry == nullptr) return missing_entry_error(entry_info(entry));
+    return ok();
+}
+
+// One cuMemAddressReserve. Freed by the destructor when address is set, i.e.
+// when the last owner (AddressRange or MappedRange) lets go.
+struct Reservation {
+    CUdeviceptr address = 0;
+    std::size_t size = 0;
+
+    Reservation() = default;
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+    ~Reservation();
+
+    // Records [offset, offset + bytes) as mapped; false when it overlaps a
+    // live mapping (and `*clash` gets that mapping's offset).
+    bool claim(std::size_t offset, std::size_t bytes, std::size_t* clash);
+    void unclaim(std::size_t offset);
+    std::size_t mapping_count();
+
+private:
+    std::mutex mutex_;
+    std::map<std::size_t, std::size_t> mapped_;  // offset -> bytes of each live mapping
+};
+
+// One cuMemCreate. Released by the destructor when handle is set, i.e. when
+// the last owner (PhysicalMemory or MappedRange) lets go.
+struct PhysicalHandle {
+    explicit PhysicalHandle(const AllocationProperties& props) : properties(props) {}
+    PhysicalHandle(const PhysicalHandle&) = delete;
+    PhysicalHandle& operator=(const PhysicalHandle&) = delete;
+    ~PhysicalHandle();
+
+    CUmemGenericAllocationHandle handle = 0;
+    bool created = false;
+    std::size_t size = 0;
+    std::size_t granularity = 0;
+    AllocationProperties properties;
+};
+
+// cuMemGetAllocationGranularity without the validation and support checks.
+Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which);
+
+// Checks grants for memory living at `owner` before anything is changed:
+// at least one grant, valid locations and flags, and for a device other than a
+// device owner: that it exists, supports VMM and can access the owner's memory
+// (cuDeviceCanAccessPeer), else NotSupported naming the pair.
+Result<void> check_grants(const Location& owner, const AccessGrant* grants, std::size_t count);
+// cuMemSetAccess of already checked grants over [address, address + bytes).
+Result<void> apply_access(CUdeviceptr address, std::size_t bytes, const AccessGrant* grants, std::size_t count);
+
+// x rounded up to a multiple of `step` (> 0); false on overflow.
+inline bool round_up(std::size_t x, std::size_t step, std::size_t* out) noexcept {
+    const std::size_t rest = x % step;
+    if (rest == 0) {
+        *out = x;
+        return true;
+    }
+    if (x > static_cast<std::size_t>(-1) - (step - rest)) return false;
+    *out = x + (step - rest);
+    return true;
+}
+
+}  // namespace cudyn::detail

@@ -1,0 +1,471 @@
+// fakecuda_core.cpp — initialisation, versions, cuGetProcAddress, devices,
+// primary contexts, streams, events, and the module/launch entries the
+// emulated device cannot serve.
+#include "fake_state.hpp"
+#include "fake_enum.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+namespace {
+
+using fake::State;
+
+// ---- cuGetProcAddress ------------------------------------------------------------
+// (legacy, a 10.1 driver, has no cuGetProcAddress: dlsym is its only way in)
+#if FAKE_HAS(11030)
+
+void record_proc_request(State& st, const char* entry, const char* symbol, int version,
+                         cuuint64_t flags, CUresult rc, int status) {
+    fake::ProcRequest r;
+    r.entry = entry;
+    r.symbol = symbol ? symbol : "(null)";
+    r.version = version;
+    r.flags = flags;
+    r.result = rc;
+    r.status = status;
+    st.proc_requests.push_back(std::move(r));
+}
+
+// What driver 580 (CUDA 13.0) answers, minus its symbol coverage:
+//  - version above the driver's: CUDA_ERROR_INVALID_VALUE, status unwritten;
+//  - the highest registered ABI <= version: SUCCESS (per-thread twin when
+//    asked for and one exists);
+//  - the base name exists only at higher ABIs: VERSION_NOT_SUFFICIENT;
+//  - suffixed ("cuMemAlloc_v2") or unknown names: SYMBOL_NOT_FOUND.
+// *status is -1 when nothing is to be written.
+CUresult proc_lookup(State& st, const char* symbol, void** pfn, int version, cuuint64_t flags,
+                     int* status) {
+    *status = -1;
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    *pfn = nullptr;
+    if (version > st.driver_version) return CUDA_ERROR_INVALID_VALUE;
+    const cuuint64_t known_flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    if (flags & ~known_flags) return CUDA_ERROR_INVALID_VALUE;
+
+    std::size_t n = 0;
+    const fake::ProcEntry* table = fake::proc_entries(&n);
+    const fake::ProcEntry* best = nullptr;
+    bool name_known = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        const fake::ProcEntry& e = table[i];
+        if (std::strcmp(e.base, symbol) != 0) continue;
+        name_known = true;
+        if (e.version <= version && (!best || e.version > best->version)) best = &e;
+    }
+    if (!best) {
+        *status = name_known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return CUDA_SUCCESS;
+    }
+    const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    *pfn = (per_thread && best->per_thread) ? best->per_thread : best->legacy;
+    *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+#endif  // FAKE_HAS(11030)
+
+}  // namespace
+
+// ---- initialisation and versions -------------------------------------------------
+
+FAKE_API CUresult CUDAAPI cuInit(unsigned int Flags) {
+    FAKE_ENTER(fake::kNoInit);
+    State& st = fake::state();
+    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (FAKECUDA_IS_BROKEN) return CUDA_ERROR_NO_DEVICE;
+    if (st.device_count == 0) return CUDA_ERROR_NO_DEVICE;
+    st.initialized = true;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+    FAKE_ENTER(fake::kNoInit);
+    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = fake::state().driver_version;
+    return CUDA_SUCCESS;
+}
+
+#if FAKE_HAS(11030)
+FAKE_API CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
+                                           cuuint64_t flags) {
+    fake::Call call(__func__, fake::kNoInit);
+    State& st = fake::state();
+    if (call.done()) {
+        record_proc_request(st, __func__, symbol, cudaVersion, flags, call.rc(), -1);
+        return call.rc();
+    }
+    int status = -1;
+    const CUresult rc = proc_lookup(st, symbol, pfn, cudaVersion, flags, &status);
+    record_proc_request(st, __func__, symbol, cudaVersion, flags, rc, -1);
+    return rc;
+}
+#endif
+
+#if FAKE_HAS(12000)
+FAKE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
+                                              cuuint64_t flags,
+                                              CUdriverProcAddressQueryResult* symbolStatus) {
+    fake::Call call(__func__, fake::kNoInit);
+    State& st = fake::state();
+    if (call.done()) {
+        record_proc_request(st, __func__, symbol, cudaVersion, flags, call.rc(), -1);
+        return call.rc();
+    }
+    int status = -1;
+    const CUresult rc = proc_lookup(st, symbol, pfn, cudaVersion, flags, &status);
+    if (status >= 0 && symbolStatus) {
+        *symbolStatus = static_cast<CUdriverProcAddressQueryResult>(status);
+    } else {
+        status = -1;
+    }
+    record_proc_request(st, __func__, symbol, cudaVersion, flags, rc, status);
+    return rc;
+}
+#endif
+
+// ---- devices ----------------------------------------------------------------------
+
+FAKE_API CUresult CUDAAPI cuDeviceGetCount(int* count) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = fake::state().device_count;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(fake::state(), ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(fake::state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
+    std::snprintf(name, static_cast<std::size_t>(len), "cudyn emulated device %d", dev);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(fake::state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = static_cast<size_t>(fake::kTotalMemory);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+    FAKE_ENTER(fake::kNeedsInit);
+    State& st = fake::state();
+    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    const int a = fake::raw(attrib);
+    if (a <= 0 || a >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+    *pi = st.devices[static_cast<std::size_t>(dev)].attr[static_cast<std::size_t>(a)];
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+    FAKE_ENTER(fake::kNeedsInit);
+    State& st = fake::state();
+    if (!canAccessPeer) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(st, dev) || !fake::valid_device(st, peerDev)) return CUDA_ERROR_INVALID_DEVICE;
+    *canAccessPeer = (dev == peerDev) ? 0 : st.peer[dev][peerDev];
+    return CUDA_SUCCESS;
+}
+
+// ---- primary contexts -------------------------------------------------------------
+
+FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+    FAKE_ENTER(fake::kNeedsInit);
+    State& st = fake::state();
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    CUctx_st& ctx = st.devices[static_cast<std::size_t>(dev)].primary;
+    ++ctx.refcount;
+    *pctx = &ctx;
+    return CUDA_SUCCESS;
+}
+
+namespace {
+// Dropping the last reference destroys the context and everything it owns,
+// as the real driver does.
+CUresult primary_release(CUdevice dev) {
+    State& st = fake::state();
+    if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    CUctx_st& ctx = st.devices[static_cast<std::size_t>(dev)].primary;
+    if (ctx.refcount <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--ctx.refcount == 0) fake::destroy_context_resources(st, &ctx);
+    return CUDA_SUCCESS;
+}
+}  // namespace
+
+FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return primary_release(dev);
+}
+
+#if FAKE_HAS(11000)
+FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return primary_release(dev);
+}
+#endif
+
+FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+    FAKE_ENTER(fake::kNeedsInit);
+    State& st = fake::state();
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
+    const CUctx_st& ctx = st.devices[static_cast<std::size_t>(dev)].primary;
+    *flags = ctx.flags;
+    *active = ctx.refcount > 0 ? 1 : 0;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (ctx && !fake::known_context(fake::state(), ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    fake::tls_current() = ctx;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = fake::tls_current();
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    CUctx_st* ctx = fake::current_context(fake::state());
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = ctx->device;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuCtxSynchronize(void) {
+    FAKE_ENTER(fake::kNeedsInit);
+    // Everything already ran: synchronisation only checks there is a context.
+    return fake::current_context(fake::state()) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+#if FAKE_HAS(13000)
+namespace {
+CUctx_st* explicit_or_current(State& st, CUcontext ctx) {
+    if (!ctx) return fake::current_context(st);
+    if (!fake::known_context(st, ctx) || ctx->refcount <= 0) return nullptr;
+    return ctx;
+}
+}  // namespace
+
+FAKE_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    CUctx_st* c = explicit_or_current(fake::state(), ctx);
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return explicit_or_current(fake::state(), ctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+#endif
+
+// ---- streams -------------------------------------------------------------------------
+// All work is done synchronously, so streams only need to exist.
+
+FAKE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+    FAKE_ENTER(fake::kNeedsInit);
+    State& st = fake::state();
+    if (!phStream) return CUDA_ERROR_INVALID_VALUE;
+    if (Flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+    CUctx_st* ctx = fake::current_context(st);
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    auto* s = new CUstream_st;
+    s->ctx = ctx;
+    s->flags = Flags;
+    st.streams.insert(s);
+    *phStream = s;
+    return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult stream_destroy(CUstream s) {
+    State& st = fake::state();
+    auto it = st.streams.find(s);
+    if (it == st.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+    delete *it;
+    st.streams.erase(it);
+    return CUDA_SUCCESS;
+}
+
+CUresult stream_wait_event(CUstream s, CUevent e, unsigned int flags) {
+    State& st = fake::state();
+    if (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = fake::check_stream(st, s, nullptr);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
+CUresult event_record(CUevent e, CUstream s) {
+    State& st = fake::state();
+    if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = fake::check_stream(st, s, nullptr);
+    if (rc != CUDA_SUCCESS) return rc;
+    e->recorded = true;
+    e->when = std::chrono::steady_clock::now();
+    return CUDA_SUCCESS;
+}
+
+CUresult event_destroy(CUevent e) {
+    State& st = fake::state();
+    auto it = st.events.find(e);
+    if (it == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    delete *it;
+    st.events.erase(it);
+    return CUDA_SUCCESS;
+}
+
+CUresult event_elapsed(float* ms, CUevent start, CUevent end) {
+    State& st = fake::state();
+    if (!ms) return CUDA_ERROR_INVALID_VALUE;
+    if (st.events.count(start) == 0 || st.events.count(end) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+    if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+    return CUDA_SUCCESS;
+}
+}  // namespace
+
+FAKE_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return stream_destroy(hStream);
+}
+
+FAKE_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return stream_destroy(hStream);
+}
+
+FAKE_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return fake::check_stream(fake::state(), hStream, nullptr);
+}
+
+FAKE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return fake::check_stream(fake::state(), hStream, nullptr);
+}
+
+FAKE_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return stream_wait_event(hStream, hEvent, Flags);
+}
+
+FAKE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return stream_wait_event(hStream, hEvent, Flags);
+}
+
+// ---- events ----------------------------------------------------------------------------
+
+FAKE_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+    FAKE_ENTER(fake::kNeedsInit);
+    State& st = fake::state();
+    if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
+    const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (Flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+    if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+    CUctx_st* ctx = fake::current_context(st);
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    auto* e = new CUevent_st;
+    e->ctx = ctx;
+    e->flags = Flags;
+    st.events.insert(e);
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return event_destroy(hEvent);
+}
+
+FAKE_API CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return event_destroy(hEvent);
+}
+
+FAKE_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return event_record(hEvent, hStream);
+}
+
+FAKE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return event_record(hEvent, hStream);
+}
+
+FAKE_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return fake::state().events.count(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FAKE_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return fake::state().events.count(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FAKE_API CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return event_elapsed(pMilliseconds, hStart, hEnd);
+}
+
+#if FAKE_HAS(12080)
+FAKE_API CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return event_elapsed(pMilliseconds, hStart, hEnd);
+}
+#endif
+
+// ---- modules and launches ------------------------------------------------------------------
+// The emulated device runs no code.
+
+FAKE_API CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+    FAKE_ENTER(fake::kNeedsInit);
+    if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::current_context(fake::state())) return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_API CUresult CUDAAPI cuModuleUnload(CUmodule) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_API CUresult CUDAAPI cuModuleGetFunction(CUfunction*, CUmodule, const char*) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_API CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                                         unsigned int, unsigned int, unsigned int, CUstream, void**, void**) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_API CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction, unsigned int, unsigned int, unsigned int,
+                                              unsigned int, unsigned int, unsigned int, unsigned int, CUstream,
+                                              void**, void**) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

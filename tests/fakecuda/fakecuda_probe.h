@@ -1,0 +1,183 @@
+/*
+ * fakecuda_probe.h — introspection API of the fake libcuda.so.1 test drivers.
+ *
+ * Every fake driver variant (emulated, cuda11, legacy, stub, broken) exports
+ * these functions next to its cu* entry points. Tests reach them from the
+ * driver the library already loaded, without linking against it:
+ *
+ *     void* h = dlopen(path, RTLD_NOLOAD | RTLD_NOW);
+ *     PFN_fakecuda_call_count count =
+ *         (PFN_fakecuda_call_count)dlsym(h, "fakecuda_call_count");
+ *
+ * All functions are thread-safe (one lock shared with the cu* entries).
+ * Plain C so C and C++ tests alike can include it.
+ *
+ * Environment read when the library is loaded (dlopen time):
+ *   FAKECUDA_DEVICES=N          number of devices, 0..8 (default 1)
+ *   FAKECUDA_ATTR="89:0,102:0"  device attribute overrides (id:value), all devices
+ *   FAKECUDA_FAIL="spec"        fault injection, same syntax as fakecuda_set_fail
+ *   FAKECUDA_DRIVER_VERSION=N   version reported by cuDriverGetVersion and used by
+ *                               cuGetProcAddress* (default: the variant's)
+ *   FAKECUDA_NUMA_NODES=N       host NUMA nodes accepted in CUmemLocation (default 1)
+ */
+#ifndef CUDYN_TESTS_FAKECUDA_PROBE_H
+#define CUDYN_TESTS_FAKECUDA_PROBE_H
+
+#if defined(FAKECUDA_BUILDING) && defined(_WIN32)
+#define FAKECUDA_PROBE_API __declspec(dllexport)
+#elif defined(FAKECUDA_BUILDING) && defined(__GNUC__)
+#define FAKECUDA_PROBE_API __attribute__((visibility("default")))
+#else
+#define FAKECUDA_PROBE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One advice or prefetch, as the driver received it.
+ *   entry          exported symbol that was called ("cuMemAdvise_v2",
+ *                  "cuMemPrefetchAsync_ptsz", "cuMemPrefetchBatchAsync", ...)
+ *   ptr, size      the range (one record per range for batch prefetch)
+ *   advice         CUmem_advise value; 0 for prefetch records
+ *   location_type  CUmemLocationType. v1 calls are decoded from the CUdevice:
+ *                  device n -> CU_MEM_LOCATION_TYPE_DEVICE / n,
+ *                  CU_DEVICE_CPU (-1) -> CU_MEM_LOCATION_TYPE_HOST / -1.
+ *                  v2 calls record the CUmemLocation exactly as passed.
+ *   location_id    see location_type
+ *   stream         the CUstream handle value passed (0 for advice)
+ *   flags          the flags argument (0 where the entry has none)
+ *   call_seq       sequence number of the API call (shared by advice and
+ *                  prefetch logs); the ranges of one batch share it
+ */
+struct fakecuda_record {
+    char entry[48];
+    unsigned long long ptr;
+    unsigned long long size;
+    int advice;
+    int location_type;
+    int location_id;
+    unsigned long long stream;
+    unsigned long long flags;
+    long call_seq;
+};
+
+/* One cuGetProcAddress / cuGetProcAddress_v2 request.
+ *   entry    "cuGetProcAddress" or "cuGetProcAddress_v2"
+ *   symbol   the requested name (truncated to 95 characters)
+ *   result   the CUresult returned
+ *   status   the CUdriverProcAddressQueryResult written, or -1 when none was
+ *            written (v1 entry, error return, stub, injected fault)
+ */
+struct fakecuda_proc_record {
+    char entry[32];
+    char symbol[96];
+    int version;
+    unsigned long long flags;
+    int result;
+    int status;
+};
+
+/* --- identity and lifetime ---------------------------------------------- */
+/* "emulated", "cuda11", "legacy", "stub" or "broken". */
+FAKECUDA_PROBE_API const char* fakecuda_variant(void);
+/* Driver version this fake reports (13000, 11080, 10010, ...). */
+FAKECUDA_PROBE_API int fakecuda_driver_version(void);
+/* Times the library's load-time constructor ran (1 once loaded). */
+FAKECUDA_PROBE_API int fakecuda_init_count(void);
+/* Number of emulated devices (FAKECUDA_DEVICES). */
+FAKECUDA_PROBE_API int fakecuda_device_count(void);
+/* Non-zero: every cu* entry returns CUDA_ERROR_DEINITIALIZED, as a real driver
+ * does while the process exits. 0 restores normal service. */
+FAKECUDA_PROBE_API void fakecuda_set_deinitialized(int on);
+
+/* --- calls and leaks ------------------------------------------------------ */
+/* Calls of one exported symbol, exact name ("cuMemAlloc_v2"), counted whether
+ * or not they failed. Unknown names give 0. */
+FAKECUDA_PROBE_API long fakecuda_call_count(const char* name);
+/* Zero every call counter (not the fault-injection counters). */
+FAKECUDA_PROBE_API void fakecuda_reset_counts(void);
+/* Live device + pinned host + managed + registered allocations, plus VMM and
+ * IPC objects once those are emulated. */
+FAKECUDA_PROBE_API long fakecuda_live_allocations(void);
+/* Live streams / events created by cuStreamCreate / cuEventCreate. */
+FAKECUDA_PROBE_API long fakecuda_live_streams(void);
+FAKECUDA_PROBE_API long fakecuda_live_events(void);
+/* Bytes of cuMemAlloc memory live on a device (what cuMemGetInfo subtracts). */
+FAKECUDA_PROBE_API unsigned long long fakecuda_device_bytes_in_use(int device);
+/* Retain count of a device's primary context; -1 for a bad device. */
+FAKECUDA_PROBE_API int fakecuda_primary_ctx_refcount(int device);
+
+/* --- fault injection -------------------------------------------------------
+ * spec: comma-separated rules  NAME[:N[:CODE]]
+ *   NAME  exported symbol ("cuMemAlloc_v2") or base name ("cuMemAlloc", which
+ *         matches cuMemAlloc_v2, the _ptsz/_ptds forms, ...)
+ *   N     the Nth call (1-based, counted per exported symbol from the time the
+ *         spec was set) fails; "N+" makes the Nth and every later call fail.
+ *         Default 1.
+ *   CODE  CUresult to return, a number or a CUDA_ERROR_* name.
+ *         Default 2 (CUDA_ERROR_OUT_OF_MEMORY).
+ * A failing call has no side effect (outputs unwritten) but is counted by
+ * fakecuda_call_count. "" clears. Replaces FAKECUDA_FAIL and resets counters.
+ * A malformed rule is reported on stderr and ignored. */
+FAKECUDA_PROBE_API void fakecuda_set_fail(const char* spec);
+
+/* --- device model ----------------------------------------------------------- */
+/* Override a CUdevice_attribute value; device -1 means every device. */
+FAKECUDA_PROBE_API void fakecuda_set_attribute(int device, int attribute, int value);
+/* What cuDeviceCanAccessPeer(a, b) answers (default 1 for a != b). */
+FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
+
+/* --- logs ------------------------------------------------------------------- */
+FAKECUDA_PROBE_API int fakecuda_proc_request_count(void);
+/* i-th cuGetProcAddress* request. *name stays valid until fakecuda_clear_logs.
+ * Any out pointer may be NULL. Returns 0, or -1 when i is out of range. */
+FAKECUDA_PROBE_API int fakecuda_proc_request(int i, const char** name, int* version,
+                                             unsigned long long* flags);
+FAKECUDA_PROBE_API int fakecuda_proc_request_at(int i, struct fakecuda_proc_record* out);
+/* Requests matching name (exact), version (-1: any) and flags (~0ULL: any). */
+FAKECUDA_PROBE_API int fakecuda_proc_requested(const char* name, int version,
+                                               unsigned long long flags);
+
+/* Successful cuMemAdvise / cuMemAdvise_v2 calls. Returns 0, or -1 when out of range. */
+FAKECUDA_PROBE_API int fakecuda_advice_count(void);
+FAKECUDA_PROBE_API int fakecuda_advice_at(int i, struct fakecuda_record* out);
+/* Ranges of successful prefetch calls (v1, v2, _ptsz, batch). */
+FAKECUDA_PROBE_API int fakecuda_prefetch_count(void);
+FAKECUDA_PROBE_API int fakecuda_prefetch_at(int i, struct fakecuda_record* out);
+/* Empty the proc-request, advice and prefetch logs. */
+FAKECUDA_PROBE_API void fakecuda_clear_logs(void);
+
+/* --- pointer types for dlsym ---------------------------------------------- */
+typedef const char* (*PFN_fakecuda_variant)(void);
+typedef int (*PFN_fakecuda_driver_version)(void);
+typedef int (*PFN_fakecuda_init_count)(void);
+typedef int (*PFN_fakecuda_device_count)(void);
+typedef void (*PFN_fakecuda_set_deinitialized)(int on);
+typedef long (*PFN_fakecuda_call_count)(const char* name);
+typedef void (*PFN_fakecuda_reset_counts)(void);
+typedef long (*PFN_fakecuda_live_allocations)(void);
+typedef long (*PFN_fakecuda_live_streams)(void);
+typedef long (*PFN_fakecuda_live_events)(void);
+typedef unsigned long long (*PFN_fakecuda_device_bytes_in_use)(int device);
+typedef int (*PFN_fakecuda_primary_ctx_refcount)(int device);
+typedef void (*PFN_fakecuda_set_fail)(const char* spec);
+typedef void (*PFN_fakecuda_set_attribute)(int device, int attribute, int value);
+typedef void (*PFN_fakecuda_set_peer_access)(int a, int b, int can);
+typedef int (*PFN_fakecuda_proc_request_count)(void);
+typedef int (*PFN_fakecuda_proc_request)(int i, const char** name, int* version,
+                                         unsigned long long* flags);
+typedef int (*PFN_fakecuda_proc_request_at)(int i, struct fakecuda_proc_record* out);
+typedef int (*PFN_fakecuda_proc_requested)(const char* name, int version,
+                                           unsigned long long flags);
+typedef int (*PFN_fakecuda_advice_count)(void);
+typedef int (*PFN_fakecuda_advice_at)(int i, struct fakecuda_record* out);
+typedef int (*PFN_fakecuda_prefetch_count)(void);
+typedef int (*PFN_fakecuda_prefetch_at)(int i, struct fakecuda_record* out);
+typedef void (*PFN_fakecuda_clear_logs)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CUDYN_TESTS_FAKECUDA_PROBE_H */

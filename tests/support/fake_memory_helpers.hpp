@@ -1,0 +1,67 @@
+// Helpers shared by the fake-driver memory suites (test_fake_memory.cpp,
+// test_fake_managed.cpp): a current context, error checks, leak accounting.
+#pragma once
+
+#include "catch.hpp"
+#include "fake_driver.hpp"
+
+#include "cudyn/device.hpp"
+#include "cudyn/error.hpp"
+#include "cudyn/primary_context.hpp"
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cudyn_test {
+
+// Device `ordinal`'s primary context, retained and current on this thread.
+// Declare it before the buffers of a test so they are freed first.
+inline cudyn::PrimaryContext activate(int ordinal) {
+    auto device = cudyn::Device::get(ordinal);
+    REQUIRE(device.has_value());
+    auto context = cudyn::PrimaryContext::activate(*device);
+    REQUIRE(context.has_value());
+    return std::move(*context);
+}
+
+// The failure's code is `code` and its description mentions `mentions`.
+template <typename R>
+void require_error(const R& result, cudyn::ErrorCode code, const std::string& mentions) {
+    REQUIRE_FALSE(result.has_value());
+    const std::string description = result.error().describe();
+    INFO(description);
+    CHECK(result.error().code == code);
+    CHECK(description.find(mentions) != std::string::npos);
+}
+
+// Counts the fake driver's live allocations and the calls of some entries at
+// construction; unchanged() says nothing was allocated or called since.
+class DriverSnapshot {
+public:
+    explicit DriverSnapshot(std::initializer_list<const char*> entries = {})
+        : live_(FakeDriver::loaded().live_allocations()) {
+        for (const char* entry : entries) calls_.emplace_back(entry, FakeDriver::loaded().call_count(entry));
+    }
+    long live_delta() const { return FakeDriver::loaded().live_allocations() - live_; }
+    long calls_since(const char* entry) const {
+        for (const auto& [name, count] : calls_)
+            if (name == entry) return FakeDriver::loaded().call_count(entry) - count;
+        return FakeDriver::loaded().call_count(entry);
+    }
+    // No live allocation was added and none of the entries was called.
+    void require_untouched() const {
+        CHECK(live_delta() == 0);
+        for (const auto& [name, count] : calls_) {
+            INFO(name);
+            CHECK(FakeDriver::loaded().call_count(name.c_str()) == count);
+        }
+    }
+
+private:
+    long live_;
+    std::vector<std::pair<std::string, long>> calls_;
+};
+
+}  // namespace cudyn_test
