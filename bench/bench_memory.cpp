@@ -147,7 +147,8 @@ CaseResult alloc_free(const Settings& settings, std::size_t bytes, std::uint64_t
     if (f == nullptr) return skipped(error);
     auto info = current_device_memory_info();
     if (!info) return failed(info.error().describe());
-    if (info->free_bytes < 2 * bytes) return skipped("device 0 has less than twice " + std::to_string(bytes) + " bytes free");
+    if (info->free_bytes < 2 * bytes)
+        return skipped("device 0 has less than twice " + std::to_string(bytes) + " bytes free");
 
     const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
     const DriverTable& cu = driver();
@@ -179,13 +180,15 @@ CaseResult alloc_free(const Settings& settings, std::size_t bytes, std::uint64_t
     return result;
 }
 
-const CaseRegistrar alloc_1m({"memory/alloc-free-1MiB", "DeviceBuffer<std::byte> of 1 MiB vs raw cuMemAlloc_v2+cuMemFree_v2",
-                              true, [](const Settings& s) { return alloc_free(s, kMiB, 200); }});
+const CaseRegistrar alloc_1m({"memory/alloc-free-1MiB",
+                              "DeviceBuffer<std::byte> of 1 MiB vs raw cuMemAlloc_v2+cuMemFree_v2", true,
+                              [](const Settings& s) { return alloc_free(s, kMiB, 200); }});
 const CaseRegistrar alloc_64m({"memory/alloc-free-64MiB",
                                "DeviceBuffer<std::byte> of 64 MiB vs raw cuMemAlloc_v2+cuMemFree_v2", true,
                                [](const Settings& s) { return alloc_free(s, 64 * kMiB, 50); }});
-const CaseRegistrar alloc_1g({"memory/alloc-free-1GiB", "DeviceBuffer<std::byte> of 1 GiB vs raw cuMemAlloc_v2+cuMemFree_v2",
-                              true, [](const Settings& s) { return alloc_free(s, kGiB, 10); }});
+const CaseRegistrar alloc_1g({"memory/alloc-free-1GiB",
+                              "DeviceBuffer<std::byte> of 1 GiB vs raw cuMemAlloc_v2+cuMemFree_v2", true,
+                              [](const Settings& s) { return alloc_free(s, kGiB, 10); }});
 
 // =============================================================================
 // 2. Zero-copy: a kernel reading a MappedBuffer vs a pinned cuMemcpyHtoD
@@ -234,7 +237,9 @@ CaseResult zero_copy_read(const Settings& settings) {
     if (!counter) return failed(counter.error().describe());
 
     const Sample raw = [&]() -> Result<double> {
-        auto ms = timed_ms([&] { return raw_result(cu.cuMemcpyHtoD_v3020(target.pointer, pinned.pointer, kBytes), "cuMemcpyHtoD_v2"); });
+        auto ms = timed_ms([&] {
+            return raw_result(cu.cuMemcpyHtoD_v3020(target.pointer, pinned.pointer, kBytes), "cuMemcpyHtoD_v2");
+        });
         if (!ms) return ms.error();
         return gigabytes_per_second(kBytes, *ms);
     };
@@ -329,8 +334,8 @@ std::optional<ManagedSetup> managed_setup(const MemoryFixture& f, std::string& w
 
 // Moves the whole buffer back to the host, untimed, before a sample.
 Result<void> reset_to_host(const ManagedSetup& m, CUstream stream) {
-    CUDYN_TRY(raw_result(driver().cuMemPrefetchAsync_v12020(m.hints.base(), m.hints.bytes(), m.host_location, 0, stream),
-                         "cuMemPrefetchAsync_v2"));
+    const CUresult rc = driver().cuMemPrefetchAsync_v12020(m.hints.base(), m.hints.bytes(), m.host_location, 0, stream);
+    CUDYN_TRY(raw_result(rc, "cuMemPrefetchAsync_v2"));
     return call_driver(&DriverTable::cuStreamSynchronize_v2000, stream);
 }
 
@@ -379,7 +384,9 @@ CaseResult managed_prefetch(const Settings& settings) {
                               "cuMemPrefetchAsync_v2");
         });
     };
-    const Sample wrapped = [&]() { return after_reset([&] { return m->hints.prefetch_to(Location::device(0), f->stream); }); };
+    const Sample wrapped = [&]() {
+        return after_reset([&] { return m->hints.prefetch_to(Location::device(0), f->stream); });
+    };
     CaseResult result = compare_samples(settings.value_or_repetitions(5), raw, wrapped);
     if (result.status != Status::Ok) return result;
 
@@ -429,12 +436,12 @@ const CaseRegistrar managed_prefetch_case({"memory/managed-prefetch",
 // =============================================================================
 
 CaseResult prefetch_plan(const Settings& settings) {
+    constexpr std::size_t kRanges = 64;
     ManagedCase opened = open_managed_case();
     if (!opened.managed) return opened.problem;
     const MemoryFixture* f = opened.fixture;
     ManagedSetup* m = &*opened.managed;
     const CUstream stream = f->stream.handle();
-    constexpr std::size_t kRanges = 64;
     const std::size_t part = m->hints.bytes() / kRanges;
     const DriverTable& cu = driver();
 
@@ -482,7 +489,8 @@ CaseResult prefetch_plan(const Settings& settings) {
                                format("%.1f", median(separate)) + " ms");
         add_target_note(result, "PrefetchPlan vs raw batch", 1.05, false);
     } else {
-        result.notes.push_back("this driver has no cuMemPrefetchBatchAsync (13.0+): raw = 64 cuMemPrefetchAsync_v2 calls");
+        result.notes.push_back(
+            "this driver has no cuMemPrefetchBatchAsync (13.0+): raw = 64 cuMemPrefetchAsync_v2 calls");
     }
     return result;
 }

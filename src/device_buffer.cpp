@@ -56,8 +56,10 @@ Result<void> copy_device_to_host(void* destination, std::size_t count, const Own
     auto from = host_transfer_range(source, element_size, offset, destination, count,
                                     stream ? "DeviceBuffer::copy_to_async" : "DeviceBuffer::copy_to", "destination");
     if (!from) return from.error();
-    if (stream == nullptr) return call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from->address, from->bytes);
-    return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from->address, from->bytes, stream->handle());
+    if (stream == nullptr)
+        return call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from->address, from->bytes);
+    return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from->address, from->bytes,
+                       stream->handle());
 }
 
 Result<void> copy_device_to_device(const OwnedMemory& destination, const OwnedMemory& source,

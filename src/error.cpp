@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace cudyn {
 
@@ -37,6 +38,8 @@ const char* to_string(ErrorCode code) noexcept {
         case ErrorCode::InvalidArgument: return "invalid_argument";
         case ErrorCode::OutOfMemory: return "out_of_memory";
         case ErrorCode::Driver: return "driver";
+        case ErrorCode::Io: return "io";
+        case ErrorCode::Timeout: return "timeout";
     }
     return "unknown";
 }
@@ -66,6 +69,17 @@ Error Error::invalid_argument(std::string message) {
 
 Error Error::not_supported(std::string entry_point, std::string message) {
     return Error{ErrorCode::NotSupported, CUDA_SUCCESS, std::move(entry_point), std::move(message)};
+}
+
+Error Error::system(const char* call, int error_number, std::string message) {
+    std::string text = std::strerror(error_number);
+    text += " (" + std::to_string(error_number) + ")";
+    if (!message.empty()) text += ": " + message;
+    return Error{ErrorCode::Io, CUDA_SUCCESS, call, std::move(text)};
+}
+
+Error Error::timeout(std::string message) {
+    return Error{ErrorCode::Timeout, CUDA_SUCCESS, {}, std::move(message)};
 }
 
 Error Error::from_driver(CUresult result, std::string entry_point, std::string message) {

@@ -3,6 +3,7 @@
 #include "cudyn/managed_memory_hints.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/driver_call.hpp"
+#include "cudyn/loader.hpp"
 #include "cudyn/owned_memory.hpp"
 #include "memory_internal.hpp"
 
@@ -20,6 +21,8 @@ namespace {
 Result<PreparedLocation> prepare_location(const Location& location, const char* what, bool location_abi,
                                           const char* v1_entry) {
     CUDYN_TRY(location.validate(what));
+    // With no usable driver neither ABI is resolved: say why, not "NotSupported".
+    CUDYN_TRY(driver_status());
     PreparedLocation prepared;
     prepared.location_abi = location_abi;
     if (location_abi) {
@@ -105,7 +108,8 @@ Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> adv
         prepared.push_back(*target);
     }
     std::size_t i = 0;
-    for (const ManagedAdvice& step : advices) CUDYN_TRY(detail::issue_advice(base_, bytes_, step.advice, prepared[i++]));
+    for (const ManagedAdvice& step : advices)
+        CUDYN_TRY(detail::issue_advice(base_, bytes_, step.advice, prepared[i++]));
     return ok();
 }
 

@@ -25,8 +25,9 @@ Result<DeviceMemoryInfo> device_memory_info(const PrimaryContext& context) {
     DeviceMemoryInfo info;
     info.device = context.device().ordinal();
     auto queried = call_driver(&DriverTable::cuMemGetInfo_v3020, &info.free_bytes, &info.total_bytes);
+    // Put the previous context back whatever the query answered.
     if (previous != context.handle()) CUDYN_TRY(call_driver(&DriverTable::cuCtxSetCurrent_v4000, previous));
-    CUDYN_TRY(std::move(queried));
+    if (!queried) return std::move(queried).error();
     return info;
 }
 
@@ -61,8 +62,8 @@ Result<PointerAttributes> pointer_attributes(CUdeviceptr address) {
     void* values[] = {&memory_type, &device_ordinal, &is_managed, &range_base,
                       &range_size,  &device_pointer, &host_pointer, &context};
     static_assert(sizeof names / sizeof names[0] == sizeof values / sizeof values[0], "one value per attribute");
-    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttributes_v7000, static_cast<unsigned int>(sizeof names / sizeof names[0]),
-                          names, values, address));
+    constexpr unsigned int kCount = static_cast<unsigned int>(sizeof names / sizeof names[0]);
+    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttributes_v7000, kCount, names, values, address));
     PointerAttributes attributes;
     switch (memory_type) {
         case CU_MEMORYTYPE_HOST: attributes.memory_type = MemoryType::Host; break;

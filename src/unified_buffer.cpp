@@ -8,7 +8,8 @@ namespace cudyn::detail {
 Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t element_size, ManagedAttach attach) {
     auto bytes = checked_bytes(count, element_size, "UnifiedBuffer::allocate: count");
     if (!bytes) return bytes.error();
-    const unsigned int flags = attach == ManagedAttach::Host ? unsigned{CU_MEM_ATTACH_HOST} : unsigned{CU_MEM_ATTACH_GLOBAL};
+    const unsigned int flags =
+        attach == ManagedAttach::Host ? unsigned{CU_MEM_ATTACH_HOST} : unsigned{CU_MEM_ATTACH_GLOBAL};
     CUdeviceptr pointer = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemAllocManaged_v6000, &pointer, *bytes, flags));
     return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, *bytes, free_device_memory);

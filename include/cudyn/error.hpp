@@ -18,6 +18,8 @@ enum class ErrorCode {
     InvalidArgument,   // cudyn rejected the arguments before calling the driver
     OutOfMemory,       // the driver could not allocate (CUDA_ERROR_OUT_OF_MEMORY)
     Driver,            // any other CUresult
+    Io,                // a system call failed, or the peer of a channel closed it mid-exchange
+    Timeout,           // a bounded wait (a channel's poll) expired
 };
 
 // A stable lower-case name for an ErrorCode ("not_supported", ...).
@@ -42,6 +44,9 @@ struct Error {
 
     static Error invalid_argument(std::string message);
     static Error not_supported(std::string entry_point, std::string message);
+    // Io naming the system call and errno: "sendmsg: Broken pipe (32): <message>".
+    static Error system(const char* call, int error_number, std::string message);
+    static Error timeout(std::string message);
     // Maps a failing CUresult to the matching ErrorCode (stub -> StubDriver,
     // CUDA_ERROR_NOT_SUPPORTED -> NotSupported, out of memory -> OutOfMemory, ...).
     static Error from_driver(CUresult result, std::string entry_point, std::string message = {});

@@ -21,6 +21,7 @@ namespace cudyn {
 
 namespace detail {
 struct PhysicalHandle;
+struct ShareableAccess;  // shareable_memory.cpp: a PhysicalMemory from an imported handle
 }  // namespace detail
 
 class PhysicalMemory {
@@ -57,6 +58,7 @@ public:
 private:
     friend class MappedRange;
     friend class GrowableBuffer;
+    friend struct detail::ShareableAccess;
     explicit PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> memory) noexcept;
     // cuMemCreate with properties already validated and checked.
     static Result<PhysicalMemory> create_checked(const AllocationProperties& properties, std::size_t size,

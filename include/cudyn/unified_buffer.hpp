@@ -44,7 +44,9 @@ public:
     ManagedAttach attach() const noexcept { return attach_; }
 
     // Advice and prefetch over the whole buffer, or elements [first, first + count).
-    Result<ManagedMemoryHints> hints() const { return detail::managed_range(this->memory_, sizeof(T), 0, this->size()); }
+    Result<ManagedMemoryHints> hints() const {
+        return detail::managed_range(this->memory_, sizeof(T), 0, this->size());
+    }
     Result<ManagedMemoryHints> hints(std::size_t first, std::size_t count) const {
         return detail::managed_range(this->memory_, sizeof(T), first, count);
     }

@@ -142,7 +142,8 @@ TEST_CASE("UnifiedBuffer: bad input, use after move and driver failures leak not
           "[emulated][cuda11][legacy][managed]") {
     auto context = activate(0);
     const DriverSnapshot before({"cuMemAllocManaged"});
-    require_error(cudyn::UnifiedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument, "count must be non-zero");
+    require_error(cudyn::UnifiedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument,
+                  "count must be non-zero");
     require_error(cudyn::UnifiedBuffer<std::uint64_t>::allocate(std::numeric_limits<std::size_t>::max() / 8 + 1),
                   ErrorCode::InvalidArgument, "overflows");
     before.require_untouched();
@@ -259,9 +260,11 @@ TEST_CASE("MigrationPolicy gives exactly the policy in one call; PreferHost is t
     applied(Policy::prefer_host(), CU_MEM_ADVISE_UNSET_READ_MOSTLY, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, kHost,
             host_id());
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, f.base(), bytes) == CU_DEVICE_CPU);
-    applied(Policy::prefer_device(1), CU_MEM_ADVISE_UNSET_READ_MOSTLY, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, kDevice, 1);
+    const CUmem_advise unset_read_mostly = CU_MEM_ADVISE_UNSET_READ_MOSTLY;
+    const CUmem_advise set_preferred = CU_MEM_ADVISE_SET_PREFERRED_LOCATION;
+    applied(Policy::prefer_device(1), unset_read_mostly, set_preferred, kDevice, 1);
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, f.base(), bytes) == 1);
-    applied(Policy::prefer_device(0), CU_MEM_ADVISE_UNSET_READ_MOSTLY, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, kDevice, 0);
+    applied(Policy::prefer_device(0), unset_read_mostly, set_preferred, kDevice, 0);
     applied(Policy::read_mostly(), CU_MEM_ADVISE_SET_READ_MOSTLY, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, 0, 0);
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, f.base(), bytes) == 1);
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, f.base(), bytes) == CU_DEVICE_INVALID);
@@ -327,7 +330,9 @@ TEST_CASE("prefetch through cuMemPrefetchAsync_v2 records exactly the location a
     const FakeDriver& fake = FakeDriver::loaded();
     ManagedFixture f;
     const std::size_t bytes = f.hints.bytes();
-    const auto last_prefetch = [&](CUmem_range_attribute attribute) { return range_attribute(attribute, f.base(), bytes); };
+    const auto last_prefetch = [&](CUmem_range_attribute attribute) {
+        return range_attribute(attribute, f.base(), bytes);
+    };
 
     REQUIRE(f.hints.prefetch_to(Location::device(1), f.stream).has_value());
     CHECK(last_prefetch(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE) == kDevice);
@@ -461,7 +466,8 @@ TEST_CASE("PrefetchPlan is one cuMemPrefetchBatchAsync on a 13.0 driver", "[emul
         CHECK(record.location_id == 1);
     }
     for (std::size_t page = 0; page < 4; ++page) {
-        const int type = range_attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, f.base() + page * 4096, 4096);
+        const int type =
+            range_attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, f.base() + page * 4096, 4096);
         CHECK(type == (page % 2 == 0 ? kDevice : kHostNuma));
     }
 

@@ -141,7 +141,8 @@ TEST_CASE("DeviceBuffer rejects bad input before the driver, leaking nothing",
     const DriverSnapshot before(
         {entries[0], entries[1], entries[2], entries[3], entries[4], entries[5], entries[6]});
 
-    require_error(cudyn::DeviceBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument, "count must be non-zero");
+    require_error(cudyn::DeviceBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument,
+                  "count must be non-zero");
     require_error(cudyn::DeviceBuffer<std::uint32_t>::allocate(kHuge), ErrorCode::InvalidArgument, "overflows");
 
     std::vector<std::uint32_t> host(16, 1);
@@ -274,7 +275,8 @@ TEST_CASE("PinnedBuffer: host memory the device copies from, flags as asked",
 TEST_CASE("PinnedBuffer: bad sizes and driver failures leak nothing", "[emulated][cuda11][legacy][pinned]") {
     auto context = activate(0);
     const DriverSnapshot before({"cuMemHostAlloc"});
-    require_error(cudyn::PinnedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument, "count must be non-zero");
+    require_error(cudyn::PinnedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument,
+                  "count must be non-zero");
     require_error(cudyn::PinnedBuffer<std::uint32_t>::allocate(kHuge), ErrorCode::InvalidArgument, "overflows");
     before.require_untouched();
     require_faults_leave_nothing({"cuMemHostAlloc"}, [] { return cudyn::PinnedBuffer<char>::allocate(100); });
@@ -342,13 +344,15 @@ TEST_CASE("MappedBuffer: bad input and a failure of each driver call leak nothin
     const FakeDriver& fake = FakeDriver::loaded();
     auto context = activate(0);
     const DriverSnapshot before({"cuCtxGetDevice", "cuMemHostAlloc"});
-    require_error(cudyn::MappedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument, "count must be non-zero");
+    require_error(cudyn::MappedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument,
+                  "count must be non-zero");
     require_error(cudyn::MappedBuffer<std::uint32_t>::allocate(kHuge), ErrorCode::InvalidArgument, "overflows");
     before.require_untouched();
 
     const long host_frees = fake.call_count("cuMemFreeHost");
-    require_faults_leave_nothing({"cuCtxGetDevice", "cuDeviceGetAttribute", "cuMemHostAlloc", "cuMemHostGetDevicePointer_v2"},
-                                 [] { return cudyn::MappedBuffer<std::uint32_t>::allocate(64); });
+    require_faults_leave_nothing(
+        {"cuCtxGetDevice", "cuDeviceGetAttribute", "cuMemHostAlloc", "cuMemHostGetDevicePointer_v2"},
+        [] { return cudyn::MappedBuffer<std::uint32_t>::allocate(64); });
     // The device-pointer failure came after the allocation: it was freed again.
     CHECK(fake.call_count("cuMemFreeHost") == host_frees + 1);
 

@@ -101,11 +101,23 @@ struct CUstream_st {
     unsigned int flags = 0;
 };
 
+namespace fake {
+struct SharedEvent;  // fakecuda_ipc.cpp
+}  // namespace fake
+
 struct CUevent_st {
     CUctx_st* ctx = nullptr;
     unsigned int flags = 0;
     bool recorded = false;
     std::chrono::steady_clock::time_point when{};
+    // Interprocess events (fakecuda_ipc.cpp): the state shared with other
+    // processes, and whether this event was opened from another process's handle.
+    fake::SharedEvent* ipc = nullptr;
+    bool imported = false;
+    CUevent_st() = default;
+    CUevent_st(const CUevent_st&) = delete;
+    CUevent_st& operator=(const CUevent_st&) = delete;
+    ~CUevent_st();  // releases the shared state (fakecuda_ipc.cpp); called with the lock held
 };
 
 namespace fake {
@@ -121,6 +133,7 @@ enum class Kind {
     Managed,     // cuMemAllocManaged
     Registered,  // cuMemHostRegister (memory owned by the caller)
     VmmMapped,   // reserved for the VMM emulation: a mapped piece of a reserved range
+    IpcOpened,   // cuIpcOpenMemHandle: another process's cuMemAlloc memory mapped here
 };
 
 // A location as the managed-memory state stores it.
@@ -152,6 +165,7 @@ struct Allocation {
     std::uintptr_t alias = 0;         // registered memory: separate device address (0: same as host)
     void* alias_mapping = nullptr;
     unsigned long long buffer_id = 0;
+    int shared_fd = -1;               // cuMemAlloc memory: the memfd behind it, named by IPC handles (closed with it)
     // VMM (future): the reserved range this mapping lies in, for
     // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR/_SIZE; 0 = the allocation itself.
     std::uintptr_t range_base = 0;
@@ -286,8 +300,9 @@ void* resolve_device(State& st, std::uintptr_t p, std::size_t n, Allocation** wh
 int vmm_check(State& st, std::uintptr_t p, std::size_t n);
 
 // Anonymous, lazily-committed mapping; nullptr on failure. Under ASan the
-// bytes past `size` up to the page end are poisoned.
-void* map_memory(std::size_t size, std::size_t* mapping_size);
+// bytes past `size` up to the page end are poisoned. With `fd` >= 0 the file
+// is mapped MAP_SHARED instead (memory another process can map too).
+void* map_memory(std::size_t size, std::size_t* mapping_size, int fd = -1);
 void unmap_memory(void* mapping, std::size_t mapping_size);
 // An inaccessible address range of `size` bytes (a registered range's device
 // alias), or null; and its release. mmap / VirtualAlloc.
@@ -297,6 +312,18 @@ void release_reservation(void* reservation, std::size_t size);
 void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterator it);
 // Tear down everything owned by a primary context that reached refcount 0.
 void destroy_context_resources(State& st, CUctx_st* ctx);
+
+// ---- inter-process sharing (fakecuda_ipc.cpp) ----------------------------------
+// A memfd of `size` bytes (rounded up to pages) that backs cuMemAlloc memory so
+// cuIpcGetMemHandle can name it; -1 where the platform has none (then the
+// memory is anonymous and cannot be shared).
+int shareable_memory_fd(std::size_t size);
+// Interprocess-event hooks of the event entries (fakecuda_core.cpp); each is a
+// no-op / success for events without shared state.
+CUresult ipc_event_create(CUevent_st* e);    // gives a CU_EVENT_INTERPROCESS event its shared state
+void ipc_event_record(CUevent_st* e);        // a record: completes at once unless fakecuda_hold_events(1)
+CUresult ipc_event_query(CUevent_st* e);     // CUDA_SUCCESS or CUDA_ERROR_NOT_READY
+CUresult ipc_event_wait(CUevent_st* e);      // blocks until the last record completes (bounded)
 
 // Validate a CUmemLocation for managed-memory calls. `for_prefetch` selects
 // the prefetch rules (device needs CONCURRENT_MANAGED_ACCESS). Returns

@@ -313,7 +313,7 @@ CUresult stream_wait_event(CUstream s, CUevent e, unsigned int flags) {
     CUresult rc = fake::check_stream(st, s, nullptr);
     if (rc != CUDA_SUCCESS) return rc;
     if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    return CUDA_SUCCESS;
+    return fake::ipc_event_wait(e);  // streams run synchronously: waiting is waiting now
 }
 
 CUresult event_record(CUevent e, CUstream s) {
@@ -323,6 +323,7 @@ CUresult event_record(CUevent e, CUstream s) {
     if (rc != CUDA_SUCCESS) return rc;
     e->recorded = true;
     e->when = std::chrono::steady_clock::now();
+    fake::ipc_event_record(e);
     return CUDA_SUCCESS;
 }
 
@@ -390,6 +391,10 @@ FAKE_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
     auto* e = new CUevent_st;
     e->ctx = ctx;
     e->flags = Flags;
+    if (CUresult rc = fake::ipc_event_create(e)) {
+        delete e;
+        return rc;
+    }
     st.events.insert(e);
     *phEvent = e;
     return CUDA_SUCCESS;
@@ -417,12 +422,12 @@ FAKE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
 
 FAKE_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
     FAKE_ENTER(fake::kNeedsInit);
-    return fake::state().events.count(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return fake::state().events.count(hEvent) ? fake::ipc_event_wait(hEvent) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FAKE_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
     FAKE_ENTER(fake::kNeedsInit);
-    return fake::state().events.count(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return fake::state().events.count(hEvent) ? fake::ipc_event_query(hEvent) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FAKE_API CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {

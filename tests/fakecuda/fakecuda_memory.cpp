@@ -8,6 +8,10 @@
 #include "fake_state.hpp"
 #include "fake_enum.hpp"
 
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
+
 
 #include <cstring>
 
@@ -218,7 +222,8 @@ void put(void* data, T value) {
 // host memory, a host pointer of device memory).
 CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_alias,
                            std::size_t off) {
-    const bool device_kind = a.kind == Kind::Device || a.kind == Kind::Managed || a.kind == Kind::VmmMapped;
+    const bool device_kind =
+        a.kind == Kind::Device || a.kind == Kind::Managed || a.kind == Kind::VmmMapped || a.kind == Kind::IpcOpened;
     const std::uintptr_t visible_base = via_alias ? a.alias : a.base;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: put<CUcontext>(data, a.ctx); return CUDA_SUCCESS;
@@ -236,7 +241,8 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
         return CUDA_SUCCESS;
     }
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (a.kind == Kind::Device || a.kind == Kind::VmmMapped) return CUDA_ERROR_INVALID_VALUE;
+        if (a.kind == Kind::Device || a.kind == Kind::VmmMapped || a.kind == Kind::IpcOpened)
+            return CUDA_ERROR_INVALID_VALUE;
         put<void*>(data, reinterpret_cast<void*>(a.base + off));
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_P2P_TOKENS: return CUDA_ERROR_NOT_SUPPORTED;
@@ -278,10 +284,18 @@ FAKE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
     fake::Device& dev = st.devices[static_cast<std::size_t>(ctx->device)];
     if (bytesize > fake::kTotalMemory - dev.bytes_in_use) return CUDA_ERROR_OUT_OF_MEMORY;
+    // Backed by a memfd where the platform has one, so cuIpcGetMemHandle can
+    // share it with another process (fakecuda_ipc.cpp).
+    const int fd = fake::shareable_memory_fd(bytesize);
     std::size_t mapping_size = 0;
-    void* m = fake::map_memory(bytesize, &mapping_size);
-    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
-    track(st, reinterpret_cast<std::uintptr_t>(m), bytesize, Kind::Device, ctx, 0, m, mapping_size);
+    void* m = fake::map_memory(bytesize, &mapping_size, fd);
+    if (!m) {
+#if !defined(_WIN32)
+        if (fd >= 0) ::close(fd);
+#endif
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    track(st, reinterpret_cast<std::uintptr_t>(m), bytesize, Kind::Device, ctx, 0, m, mapping_size).shared_fd = fd;
     dev.bytes_in_use += bytesize;
     *dptr = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(m));
     return CUDA_SUCCESS;

@@ -97,8 +97,8 @@ FAKECUDA_PROBE_API void fakecuda_set_deinitialized(int on);
 FAKECUDA_PROBE_API long fakecuda_call_count(const char* name);
 /* Zero every call counter (not the fault-injection counters). */
 FAKECUDA_PROBE_API void fakecuda_reset_counts(void);
-/* Live device + pinned host + managed + registered allocations, plus VMM and
- * IPC objects once those are emulated. */
+/* Live device + pinned host + managed + registered allocations, plus VMM
+ * objects, opened IPC memory (cuIpcOpenMemHandle) and opened IPC events. */
 FAKECUDA_PROBE_API long fakecuda_live_allocations(void);
 /* Live streams / events created by cuStreamCreate / cuEventCreate. */
 FAKECUDA_PROBE_API long fakecuda_live_streams(void);
@@ -127,6 +127,14 @@ FAKECUDA_PROBE_API void fakecuda_set_fail(const char* spec);
 FAKECUDA_PROBE_API void fakecuda_set_attribute(int device, int attribute, int value);
 /* What cuDeviceCanAccessPeer(a, b) answers (default 1 for a != b). */
 FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
+
+/* --- inter-process sharing --------------------------------------------------
+ * Non-zero: cuEventRecord of an interprocess event in this process leaves the
+ * record pending, as if the GPU work before it were still running (cuEventQuery
+ * answers CUDA_ERROR_NOT_READY and waits block, in every process that opened
+ * the event). 0 completes every pending record and restores the default
+ * (records complete at once: the emulated device's work is synchronous). */
+FAKECUDA_PROBE_API void fakecuda_hold_events(int on);
 
 /* --- logs ------------------------------------------------------------------- */
 FAKECUDA_PROBE_API int fakecuda_proc_request_count(void);
@@ -164,6 +172,7 @@ typedef int (*PFN_fakecuda_primary_ctx_refcount)(int device);
 typedef void (*PFN_fakecuda_set_fail)(const char* spec);
 typedef void (*PFN_fakecuda_set_attribute)(int device, int attribute, int value);
 typedef void (*PFN_fakecuda_set_peer_access)(int a, int b, int can);
+typedef void (*PFN_fakecuda_hold_events)(int on);
 typedef int (*PFN_fakecuda_proc_request_count)(void);
 typedef int (*PFN_fakecuda_proc_request)(int i, const char** name, int* version,
                                          unsigned long long* flags);

@@ -13,6 +13,7 @@
 #include <windows.h>
 #else
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include <cctype>
@@ -408,15 +409,17 @@ void* resolve_device(State& st, std::uintptr_t p, std::size_t n, Allocation** wh
     return reinterpret_cast<void*>(p);
 }
 
-void* map_memory(std::size_t size, std::size_t* mapping_size) {
+void* map_memory(std::size_t size, std::size_t* mapping_size, int fd) {
     const std::size_t page = kPageSize;
     if (size > (~std::size_t{0}) - page) return nullptr;
     const std::size_t len = (size + page - 1) / page * page;
 #if defined(_WIN32)
+    (void)fd;
     void* m = ::VirtualAlloc(nullptr, len, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
     if (m == nullptr) return nullptr;
 #else
-    void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* m = fd >= 0 ? ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0)
+                      : ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return nullptr;
 #endif
 #if defined(FAKECUDA_ASAN)
@@ -470,6 +473,9 @@ void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterato
         if (a.alias_mapping) release_reservation(a.alias_mapping, a.size);
     }
     unmap_memory(a.mapping, a.mapping_size);
+#if !defined(_WIN32)
+    if (a.shared_fd >= 0) ::close(a.shared_fd);
+#endif
     st.allocs.erase(it);
 }
 

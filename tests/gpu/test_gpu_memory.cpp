@@ -255,7 +255,9 @@ TEST_CASE("memory info: free and total follow allocations", "[gpu][meminfo]") {
     CHECK(before->device == 0);
     auto total = context.device().total_memory();
     REQUIRE(total.has_value());
-    CHECK(before->total_bytes == *total);
+    // cuMemGetInfo's total is the memory the context may use, at most the device's.
+    CHECK(before->total_bytes <= *total);
+    CHECK(before->total_bytes > *total / 2);
     CHECK(before->free_bytes < before->total_bytes);
     constexpr std::size_t kBytes = std::size_t{1} << 30;
     REQUIRE(before->free_bytes > 2 * kBytes);
@@ -294,7 +296,8 @@ TEST_CASE("UnifiedBuffer: a kernel reads and writes managed memory and the host 
     auto attributes = cudyn::pointer_attributes(managed->data());
     REQUIRE(attributes.has_value());
     CHECK(attributes->is_managed);
-    CHECK((attributes->memory_type == cudyn::MemoryType::Device || attributes->memory_type == cudyn::MemoryType::Unified));
+    const cudyn::MemoryType type = attributes->memory_type;
+    CHECK((type == cudyn::MemoryType::Device || type == cudyn::MemoryType::Unified));
     CHECK(attributes->range_base == managed->device_pointer());
     CHECK(attributes->range_size == managed->bytes());
 
@@ -339,7 +342,8 @@ TEST_CASE("advice and prefetch to device and host agree with the range attribute
     REQUIRE(hints->set_preferred_location(Location::host()).has_value());
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, base, bytes) == CU_DEVICE_CPU);
     if (driver_has_location_abi())
-        CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, base, bytes) == CU_MEM_LOCATION_TYPE_HOST);
+        CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, base, bytes) ==
+              CU_MEM_LOCATION_TYPE_HOST);
     REQUIRE(hints->unset_preferred_location().has_value());
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, base, bytes) == CU_DEVICE_INVALID);
     REQUIRE(hints->set_accessed_by(Location::device(0)).has_value());

@@ -3,8 +3,10 @@
 //   CUDYN_TEST_REQUIRE_FILE=path  skip unless that file exists (the toolkit stub)
 //   CUDYN_TEST_REQUIRE_GPU=1      skip unless the driver is loaded and has a device
 //   CUDYN_TEST_REQUIRE_DEVICES=N  skip unless the driver is loaded and has at least N devices
+// `--cudyn-test-child ROLE ...` runs a child role instead (child_process.hpp).
 #define CUDYN_TEST_MAIN
 #include "catch.hpp"
+#include "child_process.hpp"
 
 #include "cudyn/device.hpp"
 #include "cudyn/loader.hpp"
@@ -42,6 +44,9 @@ std::string skip_reason() {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if !defined(_WIN32)
+    if (const int status = cudyn_test::run_child_role_if_asked(argc, argv); status >= 0) return status;
+#endif
     if (const std::string reason = skip_reason(); !reason.empty()) {
         std::printf("SKIP: %s\n", reason.c_str());
         return kSkipExitCode;

@@ -58,7 +58,8 @@ TEST_CASE("size and range checks name the argument and catch overflow", "[unit]"
     CHECK(*cudyn::detail::checked_bytes(10, 8, "count") == 80);
     CHECK(*cudyn::detail::checked_bytes(kMax / 8, 8, "count") == kMax / 8 * 8);
     CHECK(invalid_message(cudyn::detail::checked_bytes(0, 8, "things")) == "things must be non-zero");
-    CHECK(invalid_message(cudyn::detail::checked_bytes(kMax / 8 + 1, 8, "count")).find("overflows") != std::string::npos);
+    const std::string overflow = invalid_message(cudyn::detail::checked_bytes(kMax / 8 + 1, 8, "count"));
+    CHECK(overflow.find("overflows") != std::string::npos);
 
     CHECK(cudyn::detail::check_range(0, 10, 10, "op").has_value());
     CHECK(cudyn::detail::check_range(9, 1, 10, "op").has_value());
@@ -78,6 +79,23 @@ TEST_CASE("bad sizes are refused before the driver is even loaded", "[unit]") {
     CHECK(invalid_message(cudyn::ManagedMemoryHints::over(0, 16)).find("base") != std::string::npos);
     cudyn::PrefetchPlan plan;
     CHECK(invalid_message(plan.execute(CUstream{nullptr})).find("empty") != std::string::npos);
+}
+
+TEST_CASE("with no driver, advice and prefetch report the loader's error", "[unit]") {
+    auto range = cudyn::ManagedMemoryHints::over(0x10000, 4096);
+    REQUIRE(range.has_value());
+    // Not NotSupported (which would blame the driver's ABI): there is no driver.
+    for (const cudyn::Location& location : {cudyn::Location::host_numa(0), cudyn::Location::device(0)}) {
+        auto prefetched = range->prefetch_to(location, CUstream{nullptr});
+        REQUIRE_FALSE(prefetched.has_value());
+        CHECK(prefetched.error().code == cudyn::ErrorCode::DriverNotFound);
+        auto advised = range->set_preferred_location(location);
+        REQUIRE_FALSE(advised.has_value());
+        CHECK(advised.error().code == cudyn::ErrorCode::DriverNotFound);
+    }
+    auto buffer = cudyn::DeviceBuffer<int>::allocate(4);
+    REQUIRE_FALSE(buffer.has_value());
+    CHECK(buffer.error().code == cudyn::ErrorCode::DriverNotFound);
 }
 
 TEST_CASE("empty buffers: nothing to free, every operation refused", "[unit]") {

@@ -1,0 +1,286 @@
+// cudyn-bench — inter-process sharing cases (issue 5): the legacy IPC handle
+// of cuMemAlloc memory exported in this process and opened in a fresh one,
+// through cudyn against the same entries called raw (the table's pointers,
+// no checks, no RAII), in the same run.
+//
+//   ipc/get-mem-handle    IpcMemDescriptor::export_buffer vs cuIpcGetMemHandle   (raw H200: ~8 us)
+//   ipc/export-range      IpcMemDescriptor::export_range vs cuMemGetAddressRange + cuIpcGetMemHandle
+//   ipc/open-mem-handle   OpenedMem::open vs cuIpcOpenMemHandle, in a child process (raw H200: ~110 us)
+//
+// Targets: within 1.05x of raw. The open case runs in a child (a process
+// cannot open its own handle): the parent keeps the allocation, passes the
+// descriptor in CUDYN_BENCH_IPC_DESCRIPTOR (hex) and the child alternates
+// blocks of raw and cudyn opens (each followed by an untimed close).
+#include "harness.hpp"
+
+#include "cudyn/device.hpp"
+#include "cudyn/device_buffer.hpp"
+#include "cudyn/driver_call.hpp"
+#include "cudyn/ipc_memory.hpp"
+#include "cudyn/opened_mem.hpp"
+#include "cudyn/primary_context.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cudyn::bench {
+
+namespace {
+
+constexpr std::size_t kBytes = std::size_t{64} << 20;
+constexpr const char* kDescriptorVariable = "CUDYN_BENCH_IPC_DESCRIPTOR";
+constexpr const char* kOpensVariable = "CUDYN_BENCH_IPC_OPENS";
+
+// Device 0's context (current for the run) and one cuMemAlloc allocation.
+struct IpcSetup {
+    PrimaryContext context;
+    DeviceBuffer<std::uint8_t> buffer;
+};
+
+Result<IpcSetup> make_setup() {
+    auto device = Device::get(0);
+    if (!device) return device.error();
+    auto context = PrimaryContext::activate(*device);
+    if (!context) return context.error();
+    auto buffer = DeviceBuffer<std::uint8_t>::allocate(kBytes);
+    if (!buffer) return buffer.error();
+    return IpcSetup{std::move(*context), std::move(*buffer)};
+}
+
+const IpcSetup* setup(std::string& why) {
+    static std::optional<Result<IpcSetup>> made;
+    if (!made) made.emplace(make_setup());
+    if (made->has_value()) return &made->value();
+    why = made->error().describe();
+    return nullptr;
+}
+
+void note_target(CaseResult& result, const char* what, double limit) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%s: cudyn/raw %.3f, target <= %.2f: %s", what, result.ratio(), limit,
+                  result.ratio() <= limit ? "met" : "NOT met");
+    result.notes.push_back(line);
+}
+
+// =============================================================================
+// 1. Export: cuIpcGetMemHandle of the base allocation, and of a sub-range
+// =============================================================================
+
+// compare_loops over one operation per side, each answering whether it worked.
+template <typename Raw, typename Cudyn>
+CaseResult compare_calls(const Settings& settings, Raw raw_once, Cudyn cudyn_once) {
+    const auto loop = [](auto& once) {
+        return [&once](std::uint64_t n) {
+            std::uint64_t wrong = 0;
+            for (std::uint64_t i = 0; i < n; ++i) wrong += once() ? 0 : 1;
+            return wrong;
+        };
+    };
+    CaseResult result = compare_loops(settings, 20000, loop(raw_once), loop(cudyn_once));
+    result.unit = "ns/call";
+    return result;
+}
+
+CaseResult get_mem_handle(const Settings& settings) {
+    std::string why;
+    const IpcSetup* s = setup(why);
+    if (s == nullptr) return skipped(why);
+    const DriverTable& cu = driver();
+    const CUdeviceptr base = s->buffer.data();
+    CaseResult result = compare_calls(
+        settings,
+        [&] {
+            CUipcMemHandle handle;
+            const bool worked = cu.cuIpcGetMemHandle_v4010(&handle, base) == CUDA_SUCCESS;
+            keep(&handle);
+            return worked;
+        },
+        [&] {
+            auto descriptor = IpcMemDescriptor::export_buffer(s->buffer);
+            keep(&descriptor);
+            return descriptor.has_value();
+        });
+    if (result.status != Status::Ok) return result;
+    result.operation = "cuIpcGetMemHandle, 64 MiB cuMemAlloc allocation";
+    result.notes.push_back("cudyn: the handle plus the descriptor (offset, size, pid, process token); raw H200 "
+                           "reference: ~8 us per cuIpcGetMemHandle");
+    note_target(result, "get-mem-handle", 1.05);
+    return result;
+}
+
+CaseResult export_range(const Settings& settings) {
+    std::string why;
+    const IpcSetup* s = setup(why);
+    if (s == nullptr) return skipped(why);
+    const DriverTable& cu = driver();
+    const CUdeviceptr inside = s->buffer.data() + kBytes / 2;
+    CaseResult result = compare_calls(
+        settings,
+        [&] {
+            CUipcMemHandle handle;
+            CUdeviceptr base = 0;
+            std::size_t size = 0;
+            const bool worked = cu.cuMemGetAddressRange_v3020(&base, &size, inside) == CUDA_SUCCESS &&
+                                cu.cuIpcGetMemHandle_v4010(&handle, base) == CUDA_SUCCESS;
+            keep(&handle);
+            return worked;
+        },
+        [&] {
+            auto descriptor = IpcMemDescriptor::export_range(inside, 4096);
+            keep(&descriptor);
+            return descriptor.has_value();
+        });
+    if (result.status != Status::Ok) return result;
+    result.operation = "cuMemGetAddressRange + cuIpcGetMemHandle of a sub-range";
+    note_target(result, "export-range", 1.05);
+    return result;
+}
+
+const CaseRegistrar get_mem_handle_case({"ipc/get-mem-handle",
+                                         "IpcMemDescriptor::export_buffer vs cuIpcGetMemHandle", true,
+                                         get_mem_handle});
+const CaseRegistrar export_range_case({"ipc/export-range",
+                                       "IpcMemDescriptor::export_range vs cuMemGetAddressRange + cuIpcGetMemHandle",
+                                       true, export_range});
+
+// =============================================================================
+// 2. Open, in a fresh process
+// =============================================================================
+
+std::string to_hex(const IpcMemDescriptor::Bytes& bytes) {
+    static const char digits[] = "0123456789abcdef";
+    std::string text;
+    for (std::uint8_t byte : bytes) {
+        text += digits[byte >> 4];
+        text += digits[byte & 15];
+    }
+    return text;
+}
+
+bool from_hex(const char* text, IpcMemDescriptor::Bytes& bytes) {
+    const auto nibble = [](char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; };
+    if (text == nullptr || std::string(text).size() != 2 * bytes.size()) return false;
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+        bytes[i] = static_cast<std::uint8_t>(nibble(text[2 * i]) << 4 | nibble(text[2 * i + 1]));
+    return true;
+}
+
+// The child: times `opens` raw and `opens` cudyn opens, in alternating blocks
+// of 10, each open closed again (untimed) before the next.
+int child_open() {
+    IpcMemDescriptor::Bytes bytes{};
+    if (!from_hex(std::getenv(kDescriptorVariable), bytes)) {
+        std::printf("no descriptor in %s\n", kDescriptorVariable);
+        return 1;
+    }
+    auto descriptor = IpcMemDescriptor::from_bytes(bytes.data(), bytes.size());
+    if (!descriptor) {
+        std::printf("%s\n", descriptor.error().describe().c_str());
+        return 1;
+    }
+    auto device = Device::get(0);
+    if (!device) return std::printf("%s\n", device.error().describe().c_str()), 1;
+    auto context = PrimaryContext::activate(*device);
+    if (!context) return std::printf("%s\n", context.error().describe().c_str()), 1;
+    const DriverTable& cu = driver();
+    const bool v2 = cu.cuIpcOpenMemHandle_v11000 != nullptr;
+    const CUipcMemHandle raw_handle = descriptor->handle().to_cu();
+    const int opens = std::max(10, std::atoi(std::getenv(kOpensVariable) ? std::getenv(kOpensVariable) : "200"));
+
+    std::vector<double> raw_us, cudyn_us;
+    for (int block = 0; block <= opens / 10; ++block) {  // block 0: warm-up
+        for (int side = 0; side < 2; ++side) {
+            const bool raw_side = (side == 0) == (block % 2 == 0);
+            for (int i = 0; i < 10; ++i) {
+                if (raw_side) {
+                    CUdeviceptr pointer = 0;
+                    const auto start = Clock::now();
+                    const CUresult rc = v2 ? cu.cuIpcOpenMemHandle_v11000(&pointer, raw_handle,
+                                                                          CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                                           : cu.cuIpcOpenMemHandle_v4010(&pointer, raw_handle,
+                                                                         CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+                    const auto end = Clock::now();
+                    if (rc != CUDA_SUCCESS) return std::printf("raw open: %d\n", static_cast<int>(rc)), 1;
+                    if (block > 0) raw_us.push_back(elapsed_ns(start, end) / 1000.0);
+                    if (cu.cuIpcCloseMemHandle_v4010(pointer) != CUDA_SUCCESS) return std::printf("raw close\n"), 1;
+                } else {
+                    const auto start = Clock::now();
+                    auto opened = OpenedMem::open(*descriptor);
+                    const auto end = Clock::now();
+                    if (!opened) return std::printf("%s\n", opened.error().describe().c_str()), 1;
+                    if (block > 0) cudyn_us.push_back(elapsed_ns(start, end) / 1000.0);
+                    if (auto closed = opened->close(); !closed)
+                        return std::printf("%s\n", closed.error().describe().c_str()), 1;
+                }
+            }
+        }
+    }
+    std::printf("result raw_us=%.6f cudyn_us=%.6f raw_min_us=%.6f cudyn_min_us=%.6f opens=%zu abi=%s\n",
+                median(raw_us), median(cudyn_us), minimum(raw_us), minimum(cudyn_us), raw_us.size(),
+                v2 ? "v2" : "4010");
+    for (double value : raw_us) std::printf("raw %.6f\n", value);
+    for (double value : cudyn_us) std::printf("cudyn %.6f\n", value);
+    return 0;
+}
+
+const ChildRegistrar open_child("ipc-open", child_open);
+
+double field(const std::string& line, const std::string& key) {
+    const auto at = line.find(key + "=");
+    return at == std::string::npos ? 0 : std::strtod(line.c_str() + at + key.size() + 1, nullptr);
+}
+
+CaseResult open_mem_handle(const Settings& settings) {
+    std::string why;
+    const IpcSetup* s = setup(why);
+    if (s == nullptr) return skipped(why);
+    auto descriptor = IpcMemDescriptor::export_buffer(s->buffer);
+    if (!descriptor) return failed(descriptor.error().describe());
+    ::setenv(kDescriptorVariable, to_hex(descriptor->to_bytes()).c_str(), 1);
+    ::setenv(kOpensVariable, std::to_string(settings.value_or_iterations(200)).c_str(), 1);
+    const ChildOutcome outcome = run_child("ipc-open");
+    ::unsetenv(kDescriptorVariable);
+    ::unsetenv(kOpensVariable);
+    if (!outcome.error.empty()) return failed(outcome.error);
+    if (outcome.exit_status != 0)
+        return outcome.exit_status == kChildSkip ? skipped(outcome.output)
+                                                 : failed("child ipc-open exited " +
+                                                          std::to_string(outcome.exit_status) + ": " + outcome.output);
+    CaseResult result;
+    std::istringstream lines(outcome.output);
+    std::string line;
+    std::string summary;
+    while (std::getline(lines, line)) {
+        if (line.rfind("result ", 0) == 0) summary = line;
+        else if (line.rfind("raw ", 0) == 0) result.raw_samples.push_back(std::strtod(line.c_str() + 4, nullptr));
+        else if (line.rfind("cudyn ", 0) == 0) result.cudyn_samples.push_back(std::strtod(line.c_str() + 6, nullptr));
+    }
+    if (summary.empty()) return failed("child ipc-open printed no result: " + outcome.output);
+    result.operation = std::string("cuIpcOpenMemHandle") + (summary.find("abi=v2") != std::string::npos ? "_v2" : "") +
+                       " in a fresh process, 64 MiB";
+    result.raw = field(summary, "raw_us");
+    result.cudyn = field(summary, "cudyn_us");
+    result.unit = "us/open";
+    result.iterations = 1;
+    result.samples = static_cast<int>(result.raw_samples.size());
+    result.statistic = "median";
+    result.extra = {{"raw_min_us", field(summary, "raw_min_us")}, {"cudyn_min_us", field(summary, "cudyn_min_us")}};
+    result.notes.push_back("cudyn's open also asks for the current context, keeps the one-open-per-context record "
+                           "and checks the opened size (cuMemGetAddressRange); raw H200 reference: ~110 us");
+    note_target(result, "open-mem-handle", 1.05);
+    return result;
+}
+
+const CaseRegistrar open_case({"ipc/open-mem-handle",
+                               "OpenedMem::open vs cuIpcOpenMemHandle of another process's allocation (a child)",
+                               true, open_mem_handle});
+
+}  // namespace
+
+}  // namespace cudyn::bench

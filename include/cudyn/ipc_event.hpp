@@ -1,0 +1,97 @@
+// cudyn — interprocess events: GPU-side ordering between processes, so a
+// consumer waits for a producer's work without polling memory.
+//
+//     // producer                                  // consumer
+//     auto done = InterprocessEvent::create();      auto done = InterprocessEvent::open(descriptor);
+//     send(done->export_handle()->to_bytes());      ...
+//     write_async(stream); done->record(stream);    // told "recorded" (after the record call)
+//     send("recorded");                             done->wait(stream);   // stream waits on the GPU
+//                                                   read_async(stream);
+//
+// Events are created with CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING,
+// the only flags CUDA shares. A wait refers to the producer's last record at
+// the time of the wait, so tell the consumer after record() returns (over an
+// FdChannel, say); waiting on a never-recorded event completes at once.
+// The producer keeps its event alive while consumers may use theirs
+// (CUDA: using an opened event after the exporter destroyed it is undefined).
+#pragma once
+
+#include "cudyn/ipc_handle.hpp"
+#include "cudyn/result.hpp"
+#include "cudyn/stream_ref.hpp"
+
+#include <cuda.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace cudyn {
+
+// An event handle with the exporter's identity: 96 bytes on the wire.
+class IpcEventDescriptor {
+public:
+    static constexpr std::size_t kSerializedSize = 96;
+    using Bytes = std::array<std::uint8_t, kSerializedSize>;
+
+    // InvalidArgument naming the problem (length, magic, version, ...).
+    static Result<IpcEventDescriptor> from_bytes(const void* data, std::size_t size);
+    Bytes to_bytes() const noexcept;
+
+    const IpcEventHandle& handle() const noexcept { return handle_; }
+    std::uint64_t exporter_pid() const noexcept { return exporter_pid_; }
+    bool exported_by_this_process() const noexcept;
+
+private:
+    friend class InterprocessEvent;
+    IpcEventDescriptor() = default;
+    IpcEventHandle handle_;
+    std::uint64_t exporter_pid_ = 0;
+    std::uint64_t exporter_token_ = 0;
+};
+
+class InterprocessEvent {
+public:
+    // A new interprocess event in the current context.
+    static Result<InterprocessEvent> create();
+    // Another process's event (cuIpcOpenEventHandle) in the current context.
+    // InvalidArgument, before any driver call, for a descriptor this process
+    // exported.
+    static Result<InterprocessEvent> open(const IpcEventDescriptor& descriptor);
+
+    InterprocessEvent() noexcept = default;  // empty
+    InterprocessEvent(InterprocessEvent&& other) noexcept;
+    InterprocessEvent& operator=(InterprocessEvent&& other) noexcept;
+    InterprocessEvent(const InterprocessEvent&) = delete;
+    InterprocessEvent& operator=(const InterprocessEvent&) = delete;
+    ~InterprocessEvent();  // cuEventDestroy, silently
+
+    // cuIpcGetEventHandle. InvalidArgument for an opened (not created) event:
+    // pass on the descriptor it was opened from instead.
+    Result<IpcEventDescriptor> export_handle() const;
+
+    // cuEventRecord: the event completes when the work queued on `stream` so far does.
+    Result<void> record(StreamRef stream);
+    // cuStreamWaitEvent: work queued on `stream` after this waits, on the GPU,
+    // for the last record.
+    Result<void> wait(StreamRef stream) const;
+    // cuEventSynchronize: blocks the calling thread until the last record completes.
+    Result<void> synchronize() const;
+    // cuEventQuery: true when the last record has completed, false while it runs.
+    Result<bool> query() const;
+
+    CUevent handle() const noexcept { return event_; }
+    bool empty() const noexcept { return event_ == nullptr; }
+    bool opened() const noexcept { return opened_; }  // from open(), not create()
+
+    // Destroys now and reports the driver's answer; empty afterwards.
+    Result<void> destroy();
+
+private:
+    InterprocessEvent(CUevent event, bool opened) noexcept : event_(event), opened_(opened) {}
+    Result<void> require(const char* operation) const;
+    CUevent event_ = nullptr;
+    bool opened_ = false;
+};
+
+}  // namespace cudyn

@@ -1,0 +1,68 @@
+// cudyn — the driver's opaque 64-byte inter-process handles as values:
+// IpcMemHandle (cuIpcGetMemHandle), IpcEventHandle (cuIpcGetEventHandle) and
+// FabricHandle (cuMemExportToShareableHandle with CU_MEM_HANDLE_TYPE_FABRIC).
+//
+// They are plain bytes, meaningful only to the driver of another process:
+// to_bytes() / from_bytes() carry them anywhere. What a receiver also needs
+// (which part of the allocation, who exported it, how large it is) travels in
+// the descriptors built on them (ipc_memory.hpp, ipc_event.hpp,
+// shareable_memory.hpp).
+#pragma once
+
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace cudyn {
+
+template <typename CuHandle>
+class IpcHandle {
+public:
+    static constexpr std::size_t kSize = sizeof(CuHandle);
+    static_assert(kSize == CU_IPC_HANDLE_SIZE, "the driver's inter-process handles are 64 bytes");
+    using Bytes = std::array<std::uint8_t, kSize>;
+
+    IpcHandle() noexcept = default;  // all zero bytes: no handle
+    explicit IpcHandle(const CuHandle& handle) noexcept { std::memcpy(bytes_.data(), &handle, kSize); }
+
+    static IpcHandle from_bytes(const Bytes& bytes) noexcept {
+        IpcHandle handle;
+        handle.bytes_ = bytes;
+        return handle;
+    }
+    // InvalidArgument unless `size` is exactly kSize.
+    static Result<IpcHandle> from_bytes(const void* data, std::size_t size) {
+        if (data == nullptr) return Error::invalid_argument("IpcHandle::from_bytes: null data");
+        if (size != kSize)
+            return Error::invalid_argument("IpcHandle::from_bytes: " + std::to_string(size) +
+                                           " bytes given, a handle is " + std::to_string(kSize));
+        IpcHandle handle;
+        std::memcpy(handle.bytes_.data(), data, kSize);
+        return handle;
+    }
+
+    const Bytes& to_bytes() const noexcept { return bytes_; }
+    CuHandle to_cu() const noexcept {
+        CuHandle handle;
+        std::memcpy(&handle, bytes_.data(), kSize);
+        return handle;
+    }
+
+    friend bool operator==(const IpcHandle& a, const IpcHandle& b) noexcept { return a.bytes_ == b.bytes_; }
+    friend bool operator!=(const IpcHandle& a, const IpcHandle& b) noexcept { return !(a == b); }
+
+private:
+    Bytes bytes_{};
+};
+
+using IpcMemHandle = IpcHandle<CUipcMemHandle>;
+using IpcEventHandle = IpcHandle<CUipcEventHandle>;
+using FabricHandle = IpcHandle<CUmemFabricHandle>;
+
+}  // namespace cudyn

@@ -1,0 +1,68 @@
+// cudyn — OpenedMem: another process's cuMemAlloc memory, opened from its
+// IpcMemDescriptor (cuIpcOpenMemHandle) and closed on destruction
+// (cuIpcCloseMemHandle).
+//
+//     auto opened = cudyn::OpenedMem::open(descriptor);   // needs a current context
+//     kernel_argument = opened->data();                   // the shared part: base + offset
+//
+// Rules CUDA sets and open() checks before calling the driver:
+//   * a process never opens a handle it exported (InvalidArgument);
+//   * a descriptor that failed its checks never gets here (from_bytes);
+//   * one open per context per handle: a second open() of the same handle in
+//     the same context, while the first OpenedMem lives, is InvalidArgument
+//     (drivers answer either CUDA_ERROR_ALREADY_MAPPED or a shared, reference
+//     counted mapping; cudyn gives the same answer on all of them).
+// The only open flag CUDA has, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, is always
+// passed, so a context on another device than the exporter's can open it.
+//
+// The exporter must not free the memory before every importer has closed it.
+#pragma once
+
+#include "cudyn/ipc_handle.hpp"
+#include "cudyn/ipc_memory.hpp"
+#include "cudyn/result.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+
+namespace cudyn {
+
+class OpenedMem {
+public:
+    // cuIpcOpenMemHandle_v2 where the driver has it, else the CUDA 4.1 ABI.
+    static Result<OpenedMem> open(const IpcMemDescriptor& descriptor);
+
+    OpenedMem() noexcept = default;  // empty
+    OpenedMem(OpenedMem&& other) noexcept;
+    OpenedMem& operator=(OpenedMem&& other) noexcept;
+    OpenedMem(const OpenedMem&) = delete;
+    OpenedMem& operator=(const OpenedMem&) = delete;
+    ~OpenedMem();  // closes, silently
+
+    // The shared part: where the exporter's [offset, offset + size) is mapped here.
+    CUdeviceptr data() const noexcept { return base_ == 0 ? 0 : base_ + offset_; }
+    CUdeviceptr device_pointer() const noexcept { return data(); }
+    std::size_t size() const noexcept { return size_; }
+    // The whole opened allocation (what cuIpcCloseMemHandle takes).
+    CUdeviceptr base() const noexcept { return base_; }
+    std::size_t offset() const noexcept { return offset_; }
+    bool empty() const noexcept { return base_ == 0; }
+
+    // Closes now and reports the driver's answer; empty afterwards whatever
+    // the answer. ok() when already empty.
+    Result<void> close();
+
+private:
+    OpenedMem(CUdeviceptr base, std::size_t offset, std::size_t size, CUcontext context,
+              const IpcMemHandle& handle) noexcept
+        : base_(base), offset_(offset), size_(size), context_(context), handle_(handle) {}
+
+    CUdeviceptr base_ = 0;
+    std::size_t offset_ = 0;
+    std::size_t size_ = 0;
+    CUcontext context_ = nullptr;  // the context it was opened in (its open-once key with handle_)
+    IpcMemHandle handle_;
+};
+
+}  // namespace cudyn

@@ -1,0 +1,109 @@
+// cudyn — sharing VMM memory (PhysicalMemory) with other processes through
+// shareable handles: a POSIX file descriptor on one machine, a fabric handle
+// across the nodes of an NVLink domain (IMEX).
+//
+//     // exporter: the handle type must be requested when the memory is created
+//     auto props = cudyn::AllocationProperties::device(0).with_handle_types(cudyn::HandleType::PosixFileDescriptor);
+//     auto memory = cudyn::PhysicalMemory::create(props, size);
+//     auto exported = cudyn::export_posix_fd(*memory);             // Result<ExportedFd>: fd + size, granularity
+//     cudyn::send_posix_fd(channel, *exported);                     // SCM_RIGHTS over an FdChannel
+//     // importer
+//     auto received = cudyn::receive_posix_fd(channel);             // validated descriptor + metadata
+//     auto imported = cudyn::import_posix_fd(std::move(*received)); // a PhysicalMemory; the fd is closed
+//     auto mapping = cudyn::MappedRange::map(range, 0, *imported, {{cudyn::Location::device(0)}});
+//
+// cuMemImportFromShareableHandle does not give the size back, so it travels
+// with the handle (ShareableMemoryInfo). A descriptor is never sent by
+// pidfd_getfd (it needs ptrace rights, which containers withhold).
+#pragma once
+
+#include "cudyn/allocation_properties.hpp"
+#include "cudyn/device.hpp"
+#include "cudyn/fd_channel.hpp"
+#include "cudyn/file_descriptor.hpp"
+#include "cudyn/ipc_handle.hpp"
+#include "cudyn/physical_memory.hpp"
+#include "cudyn/result.hpp"
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace cudyn {
+
+// What an importer needs besides the handle: 40 bytes on the wire.
+struct ShareableMemoryInfo {
+    static constexpr std::size_t kSerializedSize = 40;
+    using Bytes = std::array<std::uint8_t, kSerializedSize>;
+
+    std::uint64_t size = 0;         // bytes of the physical allocation
+    std::uint64_t granularity = 0;  // the exporter's minimum granularity for it
+    HandleType handle_type = HandleType::None;
+
+    // InvalidArgument naming the field: a zero size or granularity, a size
+    // that is not a multiple of the granularity, not exactly one handle type.
+    Result<void> validate() const;
+    Bytes to_bytes() const noexcept;
+    // Checks the record (length, magic, version) and validate().
+    static Result<ShareableMemoryInfo> from_bytes(const void* data, std::size_t size);
+};
+
+// A PhysicalMemory exported as a file descriptor, with its metadata.
+struct ExportedFd {
+    FileDescriptor fd;
+    ShareableMemoryInfo info;
+};
+
+// The tag of the channel message send_posix_fd() writes.
+inline constexpr std::uint32_t kPosixFdMessageTag = 0x43554644;  // "CUFD"
+
+// cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR). InvalidArgument for
+// empty memory or memory created without HandleType::PosixFileDescriptor;
+// NotSupported on Windows.
+Result<ExportedFd> export_posix_fd(const PhysicalMemory& memory);
+// cuMemImportFromShareableHandle, then the properties the driver reports for
+// the handle. The descriptor is checked (open, fstat, not smaller than
+// info.size) and closed when this returns, whatever happened.
+Result<PhysicalMemory> import_posix_fd(ExportedFd exported);
+
+// The descriptor and its metadata as one FdChannel message (the descriptor
+// stays open here), and the other side of it.
+Result<void> send_posix_fd(FdChannel& channel, const ExportedFd& exported,
+                           std::chrono::milliseconds timeout = kDefaultChannelTimeout);
+Result<ExportedFd> receive_posix_fd(FdChannel& channel, std::chrono::milliseconds timeout = kDefaultChannelTimeout);
+
+// A fabric handle with its metadata: 96 bytes, send them anyhow.
+class FabricDescriptor {
+public:
+    static constexpr std::size_t kSerializedSize = 96;
+    using Bytes = std::array<std::uint8_t, kSerializedSize>;
+
+    static Result<FabricDescriptor> from_bytes(const void* data, std::size_t size);
+    Bytes to_bytes() const noexcept;
+
+    const FabricHandle& handle() const noexcept { return handle_; }
+    const ShareableMemoryInfo& info() const noexcept { return info_; }
+
+private:
+    friend Result<FabricDescriptor> export_fabric(const PhysicalMemory& memory);
+    FabricDescriptor() = default;
+    FabricHandle handle_;
+    ShareableMemoryInfo info_;
+};
+
+// Whether `device` can export fabric handles here: its
+// HANDLE_TYPE_FABRIC_SUPPORTED attribute, then a real trial (create one
+// granule with the fabric handle type and export it), because without an
+// IMEX channel the attribute says yes and the driver still refuses.
+// false means: share with POSIX descriptors instead.
+Result<bool> probe_fabric_support(const Device& device);
+// cuMemExportToShareableHandle(FABRIC). InvalidArgument for empty memory or
+// memory created without HandleType::Fabric; NotSupported when the device
+// lacks fabric handles or the driver refuses the export (no IMEX channel).
+Result<FabricDescriptor> export_fabric(const PhysicalMemory& memory);
+// cuMemImportFromShareableHandle(FABRIC): NotSupported where the driver
+// refuses fabric handles.
+Result<PhysicalMemory> import_fabric(const FabricDescriptor& descriptor);
+
+}  // namespace cudyn

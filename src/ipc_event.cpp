@@ -1,0 +1,139 @@
+// cudyn — InterprocessEvent and IpcEventDescriptor.
+#include "cudyn/ipc_event.hpp"
+#include "cudyn/driver_call.hpp"
+
+#include "ipc_detail.hpp"
+#include "wire_format.hpp"
+
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace {
+constexpr char kMagic[9] = "CUDYNIPE";
+constexpr const char* kWhat = "IpcEventDescriptor";
+constexpr unsigned int kFlags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+}  // namespace
+
+// ---- descriptor ------------------------------------------------------------------------------
+
+bool IpcEventDescriptor::exported_by_this_process() const noexcept {
+    return detail::is_this_process(exporter_pid_, exporter_token_);
+}
+
+IpcEventDescriptor::Bytes IpcEventDescriptor::to_bytes() const noexcept {
+    Bytes bytes{};
+    detail::WireWriter out(bytes.data());
+    out.header(kMagic, kSerializedSize);
+    out.u64(exporter_pid_);
+    out.u64(exporter_token_);
+    out.bytes(handle_.to_bytes().data(), IpcEventHandle::kSize);
+    return bytes;
+}
+
+Result<IpcEventDescriptor> IpcEventDescriptor::from_bytes(const void* data, std::size_t size) {
+    detail::WireReader in(data, size);
+    CUDYN_TRY(in.check(kMagic, kSerializedSize, kWhat));
+    IpcEventDescriptor descriptor;
+    descriptor.exporter_pid_ = in.u64();
+    descriptor.exporter_token_ = in.u64();
+    IpcEventHandle::Bytes handle{};
+    in.bytes(handle.data(), handle.size());
+    descriptor.handle_ = IpcEventHandle::from_bytes(handle);
+    if (descriptor.exporter_pid_ == 0) return Error::invalid_argument(std::string(kWhat) + ": exporter process id is 0");
+    if (descriptor.handle_ == IpcEventHandle())
+        return Error::invalid_argument(std::string(kWhat) + ": the handle is all zero");
+    return descriptor;
+}
+
+// ---- event -----------------------------------------------------------------------------------
+
+Result<InterprocessEvent> InterprocessEvent::create() {
+    CUevent event = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuEventCreate_v2000, &event, kFlags));
+    return InterprocessEvent(event, false);
+}
+
+Result<InterprocessEvent> InterprocessEvent::open(const IpcEventDescriptor& descriptor) {
+    if (descriptor.exported_by_this_process())
+        return Error::invalid_argument(
+            "InterprocessEvent::open: the descriptor was exported by this process (use the event itself)");
+    CUevent event = nullptr;
+    if (auto opened = call_driver(&DriverTable::cuIpcOpenEventHandle_v4010, &event, descriptor.handle().to_cu());
+        !opened) {
+        Error error = std::move(opened).error();
+        if (error.driver_result == CUDA_ERROR_INVALID_VALUE || error.driver_result == CUDA_ERROR_INVALID_HANDLE ||
+            error.driver_result == CUDA_ERROR_MAP_FAILED)
+            error.message += ": the exporter may have destroyed the event or exited";
+        return error;
+    }
+    return InterprocessEvent(event, true);
+}
+
+InterprocessEvent::InterprocessEvent(InterprocessEvent&& other) noexcept
+    : event_(std::exchange(other.event_, nullptr)), opened_(std::exchange(other.opened_, false)) {}
+
+InterprocessEvent& InterprocessEvent::operator=(InterprocessEvent&& other) noexcept {
+    if (this != &other) {
+        (void)destroy();
+        event_ = std::exchange(other.event_, nullptr);
+        opened_ = std::exchange(other.opened_, false);
+    }
+    return *this;
+}
+
+InterprocessEvent::~InterprocessEvent() { (void)destroy(); }
+
+Result<void> InterprocessEvent::require(const char* operation) const {
+    if (event_ != nullptr) return ok();
+    return Error::invalid_argument(std::string("InterprocessEvent::") + operation +
+                                   ": the event is empty (moved from or destroyed)");
+}
+
+Result<IpcEventDescriptor> InterprocessEvent::export_handle() const {
+    CUDYN_TRY(require("export_handle"));
+    if (opened_)
+        return Error::invalid_argument(
+            "InterprocessEvent::export_handle: this event was opened from another process; pass on the "
+            "descriptor it was opened from");
+    CUipcEventHandle raw{};
+    CUDYN_TRY(call_driver(&DriverTable::cuIpcGetEventHandle_v4010, &raw, event_));
+    const detail::ProcessIdentity self = detail::this_process();
+    IpcEventDescriptor descriptor;
+    descriptor.handle_ = IpcEventHandle(raw);
+    descriptor.exporter_pid_ = self.pid;
+    descriptor.exporter_token_ = self.token;
+    return descriptor;
+}
+
+Result<void> InterprocessEvent::record(StreamRef stream) {
+    CUDYN_TRY(require("record"));
+    return call_driver(&DriverTable::cuEventRecord_v2000, event_, stream.handle());
+}
+
+Result<void> InterprocessEvent::wait(StreamRef stream) const {
+    CUDYN_TRY(require("wait"));
+    return call_driver(&DriverTable::cuStreamWaitEvent_v3020, stream.handle(), event_, 0u);
+}
+
+Result<void> InterprocessEvent::synchronize() const {
+    CUDYN_TRY(require("synchronize"));
+    return call_driver(&DriverTable::cuEventSynchronize_v2000, event_);
+}
+
+Result<bool> InterprocessEvent::query() const {
+    CUDYN_TRY(require("query"));
+    auto done = call_driver(&DriverTable::cuEventQuery_v2000, event_);
+    if (done) return true;
+    if (done.error().driver_result == CUDA_ERROR_NOT_READY) return false;
+    return std::move(done).error();
+}
+
+Result<void> InterprocessEvent::destroy() {
+    if (event_ == nullptr) return ok();
+    opened_ = false;
+    return call_driver(&DriverTable::cuEventDestroy_v4000, std::exchange(event_, nullptr));
+}
+
+}  // namespace cudyn

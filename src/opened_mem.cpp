@@ -1,0 +1,137 @@
+// cudyn — OpenedMem: cuIpcOpenMemHandle / cuIpcCloseMemHandle, with the
+// process's record of open handles that enforces one open per context.
+#include "cudyn/opened_mem.hpp"
+#include "cudyn/driver_call.hpp"
+
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace {
+
+// (context, handle bytes) of every live OpenedMem of this process.
+class OpenRecord {
+public:
+    using Key = std::pair<CUcontext, IpcMemHandle::Bytes>;
+
+    // False when the key is already there.
+    bool claim(const Key& key) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return keys_.insert(key).second;
+    }
+    void release(const Key& key) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        keys_.erase(key);
+    }
+
+private:
+    std::mutex mutex_;
+    std::set<Key> keys_;
+};
+
+// Never destroyed: OpenedMem destructors may run during static destruction.
+OpenRecord& open_record() {
+    static OpenRecord* record = new OpenRecord();
+    return *record;
+}
+
+Error open_error(Error error) {
+    switch (error.driver_result) {
+        case CUDA_ERROR_ALREADY_MAPPED:
+            error.message = "this context already has the handle open (CUDA allows one open per context per "
+                            "handle; share the first OpenedMem)";
+            break;
+        case CUDA_ERROR_INVALID_CONTEXT:
+            error.message = "no usable current context (PrimaryContext::activate first), or the handle was "
+                            "exported by this process";
+            break;
+        case CUDA_ERROR_INVALID_VALUE:
+        case CUDA_ERROR_INVALID_HANDLE:
+        case CUDA_ERROR_MAP_FAILED:
+            error.message += ": the exporter may have freed the memory or exited, or the handle comes from "
+                             "another machine";
+            break;
+        default: break;
+    }
+    return error;
+}
+
+Result<CUdeviceptr> open_handle(const IpcMemHandle& handle) {
+    CUdeviceptr base = 0;
+    const CUipcMemHandle raw = handle.to_cu();
+    const unsigned int flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
+    Result<void> opened = has_entry(&DriverTable::cuIpcOpenMemHandle_v11000)
+                              ? call_driver(&DriverTable::cuIpcOpenMemHandle_v11000, &base, raw, flags)
+                              : call_driver(&DriverTable::cuIpcOpenMemHandle_v4010, &base, raw, flags);
+    if (!opened) return open_error(std::move(opened).error());
+    return base;
+}
+
+}  // namespace
+
+Result<OpenedMem> OpenedMem::open(const IpcMemDescriptor& descriptor) {
+    if (descriptor.exported_by_this_process())
+        return Error::invalid_argument(
+            "OpenedMem::open: the descriptor was exported by this process; CUDA does not let a process open its "
+            "own IPC handle (use the memory directly)");
+    CUcontext context = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &context));
+    const OpenRecord::Key key{context, descriptor.handle().to_bytes()};
+    if (context != nullptr && !open_record().claim(key))
+        return Error::invalid_argument(
+            "OpenedMem::open: this handle is already open in the current context (CUDA allows one open per "
+            "context per handle; share the first OpenedMem)");
+    auto base = open_handle(descriptor.handle());
+    if (!base) {
+        if (context != nullptr) open_record().release(key);
+        return std::move(base).error();
+    }
+    OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset()), static_cast<std::size_t>(descriptor.size()),
+                     context, descriptor.handle());
+    // The descriptor's sizes are the exporter's word: check them against what was mapped.
+    CUdeviceptr range_base = 0;
+    std::size_t range_size = 0;
+    if (call_driver(&DriverTable::cuMemGetAddressRange_v3020, &range_base, &range_size, *base).has_value() &&
+        range_base == *base && descriptor.offset() + descriptor.size() > range_size) {
+        (void)opened.close();
+        return Error::invalid_argument("OpenedMem::open: the descriptor shares offset " +
+                                       std::to_string(descriptor.offset()) + " + " + std::to_string(descriptor.size()) +
+                                       " bytes, but the opened allocation has " + std::to_string(range_size));
+    }
+    return opened;
+}
+
+OpenedMem::OpenedMem(OpenedMem&& other) noexcept
+    : base_(std::exchange(other.base_, 0)),
+      offset_(std::exchange(other.offset_, 0)),
+      size_(std::exchange(other.size_, 0)),
+      context_(std::exchange(other.context_, nullptr)),
+      handle_(other.handle_) {}
+
+OpenedMem& OpenedMem::operator=(OpenedMem&& other) noexcept {
+    if (this != &other) {
+        (void)close();
+        base_ = std::exchange(other.base_, 0);
+        offset_ = std::exchange(other.offset_, 0);
+        size_ = std::exchange(other.size_, 0);
+        context_ = std::exchange(other.context_, nullptr);
+        handle_ = other.handle_;
+    }
+    return *this;
+}
+
+OpenedMem::~OpenedMem() { (void)close(); }
+
+Result<void> OpenedMem::close() {
+    if (base_ == 0) return ok();
+    const CUdeviceptr base = std::exchange(base_, 0);
+    offset_ = 0;
+    size_ = 0;
+    if (context_ != nullptr) open_record().release({std::exchange(context_, nullptr), handle_.to_bytes()});
+    return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base);
+}
+
+}  // namespace cudyn

@@ -1,0 +1,294 @@
+// cudyn — shareable VMM handles: POSIX descriptors and fabric handles, their
+// metadata records, and PhysicalMemory built from an imported handle.
+#include "cudyn/shareable_memory.hpp"
+#include "cudyn/device_capabilities.hpp"
+#include "cudyn/driver_call.hpp"
+
+#include "vmm_detail.hpp"
+#include "wire_format.hpp"
+
+#if !defined(_WIN32)
+#include <sys/stat.h>
+#endif
+
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace {
+
+constexpr char kInfoMagic[9] = "CUDYNSHM";
+constexpr char kFabricMagic[9] = "CUDYNFAB";
+constexpr unsigned kKnownTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                                 CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
+
+Result<Location> location_from(const CUmemLocation& location) {
+    switch (location.type) {
+        case CU_MEM_LOCATION_TYPE_DEVICE: return Location::device(location.id);
+        case CU_MEM_LOCATION_TYPE_HOST: return Location::host();
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA: return Location::host_numa(location.id);
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: return Location::host_numa_current();
+        default:
+            return Error::from_driver(CUDA_ERROR_INVALID_VALUE, "cuMemGetAllocationPropertiesFromHandle",
+                                      "the driver reported location type " + std::to_string(location.type) +
+                                          " for an imported handle");
+    }
+}
+
+// The checks every export shares: live memory created with `type` requested.
+Result<void> check_exportable(const PhysicalMemory& memory, HandleType type, const char* operation) {
+    if (memory.empty())
+        return Error::invalid_argument(std::string(operation) + ": the PhysicalMemory is empty (moved from or released)");
+    if (!includes(memory.properties()->handle_types(), type))
+        return Error::invalid_argument(std::string(operation) + ": the memory (" + memory.properties()->describe() +
+                                       ") was created without the " + to_string(type) +
+                                       " handle type; request it at creation (AllocationProperties::with_handle_types)");
+    return ok();
+}
+
+ShareableMemoryInfo info_of(const PhysicalMemory& memory, HandleType type) {
+    ShareableMemoryInfo info;
+    info.size = memory.size();
+    info.granularity = memory.granularity();
+    info.handle_type = type;
+    return info;
+}
+
+// Driver answers that mean "no fabric here" rather than a bug.
+bool refuses_fabric(CUresult result) {
+    return result == CUDA_ERROR_NOT_PERMITTED || result == CUDA_ERROR_NOT_SUPPORTED ||
+           result == CUDA_ERROR_INVALID_VALUE || result == CUDA_ERROR_INVALID_DEVICE;
+}
+
+Error no_fabric(Error error, const char* operation) {
+    error.code = ErrorCode::NotSupported;
+    error.message = std::string(operation) +
+                    ": the driver refused a fabric handle; fabric sharing needs an IMEX channel "
+                    "(/dev/nvidia-caps-imex-channels) and a running IMEX service; share with POSIX descriptors "
+                    "instead (" + error.message + ")";
+    return error;
+}
+
+}  // namespace
+
+namespace detail {
+
+// Builds PhysicalMemory from an imported handle (a friend of PhysicalMemory).
+struct ShareableAccess {
+    static Result<PhysicalMemory> adopt(CUmemGenericAllocationHandle handle, const ShareableMemoryInfo& info,
+                                        const char* operation) {
+        // The owner exists first: its destructor releases the handle if a check below fails.
+        auto memory = std::make_shared<PhysicalHandle>(AllocationProperties(Location::host()));
+        memory->handle = handle;
+        memory->created = true;
+        memory->size = static_cast<std::size_t>(info.size);
+        CUmemAllocationProp prop{};
+        CUDYN_TRY(call_driver(&DriverTable::cuMemGetAllocationPropertiesFromHandle_v10020, &prop, handle));
+        auto location = location_from(prop.location);
+        if (!location) return std::move(location).error();
+        memory->properties = AllocationProperties(*location)
+                                 .with_handle_types(static_cast<HandleType>(prop.requestedHandleTypes))
+                                 .with_gpu_direct_rdma(prop.allocFlags.gpuDirectRDMACapable != 0);
+        // Mapping offsets follow this process's granularity for these properties.
+        auto granularity = query_granularity(memory->properties, Granularity::Minimum);
+        memory->granularity = granularity ? *granularity : static_cast<std::size_t>(info.granularity);
+        if (info.size % memory->granularity != 0)
+            return Error::invalid_argument(std::string(operation) + ": size " + std::to_string(info.size) +
+                                           " is not a multiple of this process's granularity " +
+                                           std::to_string(memory->granularity) + " for " +
+                                           memory->properties.describe());
+        return PhysicalMemory(std::move(memory));
+    }
+};
+
+}  // namespace detail
+
+// ---- metadata ------------------------------------------------------------------------------------
+
+Result<void> ShareableMemoryInfo::validate() const {
+    const auto type = static_cast<unsigned>(handle_type);
+    if (size == 0) return Error::invalid_argument("ShareableMemoryInfo: size is 0");
+    if (granularity == 0) return Error::invalid_argument("ShareableMemoryInfo: granularity is 0");
+    if (size % granularity != 0)
+        return Error::invalid_argument("ShareableMemoryInfo: size " + std::to_string(size) +
+                                       " is not a multiple of the granularity " + std::to_string(granularity));
+    if (type == 0 || (type & (type - 1)) != 0 || (type & ~kKnownTypes) != 0)
+        return Error::invalid_argument("ShareableMemoryInfo: handle type " + to_string(handle_type) +
+                                       " is not exactly one known type");
+    return ok();
+}
+
+ShareableMemoryInfo::Bytes ShareableMemoryInfo::to_bytes() const noexcept {
+    Bytes bytes{};
+    detail::WireWriter out(bytes.data());
+    out.header(kInfoMagic, kSerializedSize);
+    out.u64(size);
+    out.u64(granularity);
+    out.u32(static_cast<std::uint32_t>(handle_type));
+    out.u32(0);
+    return bytes;
+}
+
+Result<ShareableMemoryInfo> ShareableMemoryInfo::from_bytes(const void* data, std::size_t size) {
+    detail::WireReader in(data, size);
+    CUDYN_TRY(in.check(kInfoMagic, kSerializedSize, "ShareableMemoryInfo"));
+    ShareableMemoryInfo info;
+    info.size = in.u64();
+    info.granularity = in.u64();
+    info.handle_type = static_cast<HandleType>(in.u32());
+    CUDYN_TRY(info.validate());
+    return info;
+}
+
+// ---- POSIX descriptors -----------------------------------------------------------------------------
+
+Result<ExportedFd> export_posix_fd(const PhysicalMemory& memory) {
+    CUDYN_TRY(check_exportable(memory, HandleType::PosixFileDescriptor, "export_posix_fd"));
+#if defined(_WIN32)
+    return Error::not_supported("cuMemExportToShareableHandle", "export_posix_fd: POSIX descriptors on Windows");
+#else
+    int fd = -1;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemExportToShareableHandle_v10020, static_cast<void*>(&fd), memory.handle(),
+                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
+    return ExportedFd{FileDescriptor(fd), info_of(memory, HandleType::PosixFileDescriptor)};
+#endif
+}
+
+Result<PhysicalMemory> import_posix_fd(ExportedFd exported) {
+    // `exported` is this function's own: its descriptor closes when it returns.
+    constexpr const char* kOperation = "import_posix_fd";
+    CUDYN_TRY(exported.info.validate());
+    if (exported.info.handle_type != HandleType::PosixFileDescriptor)
+        return Error::invalid_argument(std::string(kOperation) + ": the metadata is for a " +
+                                       to_string(exported.info.handle_type) + " handle");
+    if (!exported.fd) return Error::invalid_argument(std::string(kOperation) + ": the descriptor is empty");
+#if defined(_WIN32)
+    return Error::not_supported("cuMemImportFromShareableHandle", "import_posix_fd: POSIX descriptors on Windows");
+#else
+    struct stat info {};
+    if (::fstat(exported.fd.get(), &info) != 0)
+        return Error::system("fstat", errno, std::string(kOperation) + ": descriptor " +
+                                                 std::to_string(exported.fd.get()) + " is not usable");
+    // A regular file (what a CPU emulation exports) must hold the whole allocation;
+    // the driver's own descriptors report no size.
+    if (S_ISREG(info.st_mode) && info.st_size > 0 && static_cast<std::uint64_t>(info.st_size) < exported.info.size)
+        return Error::invalid_argument(std::string(kOperation) + ": the descriptor's file has " +
+                                       std::to_string(info.st_size) + " bytes, the metadata says " +
+                                       std::to_string(exported.info.size));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemImportFromShareableHandle_v10020));
+    CUmemGenericAllocationHandle handle = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemImportFromShareableHandle_v10020, &handle,
+                          reinterpret_cast<void*>(static_cast<std::intptr_t>(exported.fd.get())),
+                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    return detail::ShareableAccess::adopt(handle, exported.info, kOperation);
+#endif
+}
+
+Result<void> send_posix_fd(FdChannel& channel, const ExportedFd& exported, std::chrono::milliseconds timeout) {
+    CUDYN_TRY(exported.info.validate());
+    if (!exported.fd) return Error::invalid_argument("send_posix_fd: the descriptor is empty");
+    const auto bytes = exported.info.to_bytes();
+    return channel.send(kPosixFdMessageTag, bytes.data(), bytes.size(), exported.fd.get(), timeout);
+}
+
+Result<ExportedFd> receive_posix_fd(FdChannel& channel, std::chrono::milliseconds timeout) {
+    auto message = channel.receive(kPosixFdMessageTag, timeout);
+    if (!message) return std::move(message).error();
+    auto info = ShareableMemoryInfo::from_bytes(message->payload.data(), message->payload.size());
+    if (!info) return std::move(info).error();
+    if (!message->fd) return Error::invalid_argument("receive_posix_fd: the message carried no descriptor");
+    return ExportedFd{std::move(message->fd), *info};
+}
+
+// ---- fabric handles ------------------------------------------------------------------------------
+
+FabricDescriptor::Bytes FabricDescriptor::to_bytes() const noexcept {
+    Bytes bytes{};
+    detail::WireWriter out(bytes.data());
+    out.header(kFabricMagic, kSerializedSize);
+    out.u64(info_.size);
+    out.u64(info_.granularity);
+    out.bytes(handle_.to_bytes().data(), FabricHandle::kSize);
+    return bytes;
+}
+
+Result<FabricDescriptor> FabricDescriptor::from_bytes(const void* data, std::size_t size) {
+    detail::WireReader in(data, size);
+    CUDYN_TRY(in.check(kFabricMagic, kSerializedSize, "FabricDescriptor"));
+    FabricDescriptor descriptor;
+    descriptor.info_.size = in.u64();
+    descriptor.info_.granularity = in.u64();
+    descriptor.info_.handle_type = HandleType::Fabric;
+    FabricHandle::Bytes handle{};
+    in.bytes(handle.data(), handle.size());
+    descriptor.handle_ = FabricHandle::from_bytes(handle);
+    CUDYN_TRY(descriptor.info_.validate());
+    if (descriptor.handle_ == FabricHandle())
+        return Error::invalid_argument("FabricDescriptor: the handle is all zero");
+    return descriptor;
+}
+
+Result<bool> probe_fabric_support(const Device& device) {
+    auto caps = probe_capabilities(device);
+    if (!caps) return std::move(caps).error();
+    if (!caps->virtual_memory_management || !caps->fabric_handles) return false;
+    const auto props = AllocationProperties::device(device.ordinal()).with_handle_types(HandleType::Fabric);
+    auto granularity = detail::query_granularity(props, Granularity::Minimum);
+    if (!granularity) return refuses_fabric(granularity.error().driver_result) ? Result<bool>(false) : granularity.error();
+    auto memory = PhysicalMemory::create(props, *granularity);
+    if (!memory) return refuses_fabric(memory.error().driver_result) ? Result<bool>(false) : memory.error();
+    CUmemFabricHandle handle{};
+    auto exported = call_driver(&DriverTable::cuMemExportToShareableHandle_v10020, static_cast<void*>(&handle),
+                                memory->handle(), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
+    if (!exported) return refuses_fabric(exported.error().driver_result) ? Result<bool>(false) : exported.error();
+    return true;
+}
+
+Result<FabricDescriptor> export_fabric(const PhysicalMemory& memory) {
+    constexpr const char* kOperation = "export_fabric";
+    CUDYN_TRY(check_exportable(memory, HandleType::Fabric, kOperation));
+    const Location& where = memory.properties()->location();
+    if (where.kind() == LocationKind::Device) {
+        auto device = Device::get(where.id());
+        if (!device) return std::move(device).error();
+        auto caps = probe_capabilities(*device);
+        if (!caps) return std::move(caps).error();
+        if (!caps->fabric_handles)
+            return Error::not_supported({}, std::string(kOperation) + ": device " + std::to_string(where.id()) +
+                                                " has no fabric handles (HANDLE_TYPE_FABRIC_SUPPORTED is 0)");
+    }
+    CUmemFabricHandle handle{};
+    auto exported = call_driver(&DriverTable::cuMemExportToShareableHandle_v10020, static_cast<void*>(&handle),
+                                memory.handle(), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
+    if (!exported) {
+        Error error = std::move(exported).error();
+        return refuses_fabric(error.driver_result) ? no_fabric(std::move(error), kOperation) : error;
+    }
+    FabricDescriptor descriptor;
+    descriptor.handle_ = FabricHandle(handle);
+    descriptor.info_ = info_of(memory, HandleType::Fabric);
+    return descriptor;
+}
+
+Result<PhysicalMemory> import_fabric(const FabricDescriptor& descriptor) {
+    constexpr const char* kOperation = "import_fabric";
+    CUDYN_TRY(descriptor.info().validate());
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemImportFromShareableHandle_v10020));
+    CUmemFabricHandle raw = descriptor.handle().to_cu();
+    CUmemGenericAllocationHandle handle = 0;
+    auto imported = call_driver(&DriverTable::cuMemImportFromShareableHandle_v10020, &handle,
+                                static_cast<void*>(&raw), CU_MEM_HANDLE_TYPE_FABRIC);
+    if (!imported) {
+        Error error = std::move(imported).error();
+        return error.driver_result == CUDA_ERROR_NOT_PERMITTED || error.driver_result == CUDA_ERROR_NOT_SUPPORTED
+                   ? no_fabric(std::move(error), kOperation)
+                   : error;
+    }
+    return detail::ShareableAccess::adopt(handle, descriptor.info(), kOperation);
+}
+
+}  // namespace cudyn
