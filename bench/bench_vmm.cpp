@@ -321,7 +321,7 @@ CaseResult grow(const Settings& settings) {
     const double speedup = result.cudyn > 0 ? acf_ms / result.cudyn : 0;
     result.extra = {{"alloc_copy_free_ms", acf_ms}, {"speedup_vs_alloc_copy_free", speedup},
                     {"free_mib_at_start", static_cast<double>(free_bytes / kMiB)}};
-    result.notes.push_back("alloc+copy+free: " + std::to_string(acf_ms) + " ms (median of 3); raw H200 reference: "
+    result.notes.push_back("alloc+copy+free: " + std::to_string(static_cast<long long>(acf_ms + 0.5)) + " ms (median of 3); raw H200 reference: "
                            "7 ms with VMM against 1.4 s with alloc+copy+free");
     if (steps < wanted_steps)
         result.notes.push_back("scaled down to " + std::to_string(target / kMiB) + " MiB for all three: " +

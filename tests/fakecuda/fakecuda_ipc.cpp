@@ -25,8 +25,10 @@
 // process: its records stay pending (cuEventQuery: NOT_READY; waits block)
 // until fakecuda_hold_events(0). Waits are bounded: a pending record whose
 // process died gives CUDA_ERROR_LAUNCH_FAILED, one pending for 60 s
-// CUDA_ERROR_LAUNCH_TIMEOUT. Opened events count in fakecuda_live_events and,
-// as IPC objects, in fakecuda_live_allocations.
+// CUDA_ERROR_LAUNCH_TIMEOUT. A wait keeps the fake's lock, so other threads
+// of the waiting process stall with it (the tests wait from one thread).
+// Opened events count in fakecuda_live_events and, as IPC objects, in
+// fakecuda_live_allocations.
 //
 // Linux only (memfd, /proc); elsewhere the entries answer CUDA_ERROR_NOT_SUPPORTED
 // and interprocess events work within their process only.
