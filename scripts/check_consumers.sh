@@ -81,10 +81,11 @@ quiet meson compile -C "$work/meson-pc"
 run_consumer meson-pkg-config "$work/meson-pc/consumer" "$libdir"
 
 step "meson consumer with cudyn as a subproject"
-cp -r "$here/tests/consumers/meson" "$work/meson-sub-src"
-mkdir "$work/meson-sub-src/subprojects"
-ln -s "$here" "$work/meson-sub-src/subprojects/cudyn"
-quiet meson setup "$work/meson-sub" "$work/meson-sub-src" --force-fallback-for=cudyn
+# The whole consumers folder, so meson/ still finds ../consumer_main.cpp.
+cp -r "$here/tests/consumers" "$work/consumers-sub-src"
+mkdir "$work/consumers-sub-src/meson/subprojects"
+ln -s "$here" "$work/consumers-sub-src/meson/subprojects/cudyn"
+quiet meson setup "$work/meson-sub" "$work/consumers-sub-src/meson" --force-fallback-for=cudyn
 quiet meson compile -C "$work/meson-sub"
 run_consumer meson-subproject "$work/meson-sub/consumer" "$work/meson-sub/subprojects/cudyn"
 

@@ -1,5 +1,6 @@
-// A program that takes cudyn the way any other project would (here: Meson,
-// through pkg-config or as a subproject), links it and runs.
+// A program that takes cudyn the way any other project would, links it and
+// runs: built by both consumer projects (meson/: pkg-config or subproject;
+// cmake/: find_package(cudyn CONFIG)), so both check the same behaviour.
 //
 //   consumer                  prints the load state; exits 0 whenever it could report
 //   consumer --expect STATE   exits 1 unless the state is STATE; for `loaded` it
