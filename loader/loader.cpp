@@ -26,8 +26,7 @@ constexpr cuuint64_t kResolveFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
 // destructors of cudyn objects that run during exit still find the table.
 struct LoaderState {
     std::once_flag once;
-    std::atomic<bool> done{false};
-    bool usable = false;  // written before `done` is released
+    bool usable = false;  // written before detail::loaded_table is published
     DriverTable table;
     LoadReport report;
 
@@ -174,7 +173,8 @@ void load_driver(LoaderState& state, const LoaderOptions& options) {
 
 LoaderState& loaded_state() {
     LoaderState& state = loader_state();
-    if (!state.done.load(std::memory_order_acquire)) {
+    // The published table doubles as the "load finished" flag.
+    if (detail::loaded_table.load(std::memory_order_acquire) == nullptr) {
         std::call_once(state.once, [&state] {
             LoaderOptions options;
             {
@@ -183,7 +183,6 @@ LoaderState& loaded_state() {
                 options = state.options;
             }
             load_driver(state, options);
-            state.done.store(true, std::memory_order_release);
             if (state.usable) detail::usable_table.store(&state.table, std::memory_order_release);
             detail::loaded_table.store(&state.table, std::memory_order_release);
         });
