@@ -4,6 +4,7 @@
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/driver_call.hpp"
 
+#include "memory_internal.hpp"
 #include "vmm_detail.hpp"
 
 #include <cstdio>
@@ -40,9 +41,8 @@ std::string hex(unsigned value) {
 // Host VMM is judged by the device of the current context, else device 0.
 Result<Device> device_judging(const Location& location) {
     if (location.kind() == LocationKind::Device) return Device::get(location.id());
-    CUdevice current = 0;
-    const bool has_context = call_driver(&DriverTable::cuCtxGetDevice_v2000, &current).has_value();
-    return Device::get(has_context ? static_cast<int>(current) : 0);
+    auto current = detail::current_context_device();
+    return Device::get(current ? static_cast<int>(*current) : 0);
 }
 
 }  // namespace
