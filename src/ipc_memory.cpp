@@ -15,7 +15,6 @@
 #endif
 
 #include <atomic>
-#include <mutex>
 #include <random>
 #include <string>
 
@@ -38,21 +37,31 @@ std::atomic<std::uint64_t> cached_pid{0};
 #if !defined(_WIN32)
 void refresh_pid_after_fork() noexcept { cached_pid.store(current_pid(), std::memory_order_relaxed); }
 #endif
+
+// Drawn once per process, on the first export. Kept out of line: its
+// random_device is kilobytes of stack that the export path should not carry.
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+std::uint64_t draw_process_token() {
+    std::random_device source;
+    std::uint64_t token = 0;
+    do {
+        token = (static_cast<std::uint64_t>(source()) << 32) ^ source();
+    } while (token == 0);
+    cached_pid.store(current_pid(), std::memory_order_relaxed);
+#if !defined(_WIN32)
+    (void)::pthread_atfork(nullptr, nullptr, refresh_pid_after_fork);
+#endif
+    return token;
+}
 }  // namespace
 
 ProcessIdentity this_process() noexcept {
-    static std::uint64_t token = 0;
-    static std::once_flag drawn;
-    std::call_once(drawn, [] {
-        std::random_device source;
-        do {
-            token = (static_cast<std::uint64_t>(source()) << 32) ^ source();
-        } while (token == 0);
-        cached_pid.store(current_pid(), std::memory_order_relaxed);
-#if !defined(_WIN32)
-        (void)::pthread_atfork(nullptr, nullptr, refresh_pid_after_fork);
-#endif
-    });
+    // A function-local static rather than std::call_once: after the first
+    // call its guard is one load, where libstdc++'s call_once sets two
+    // thread-locals and calls pthread_once on every export.
+    static const std::uint64_t token = draw_process_token();
     return ProcessIdentity{cached_pid.load(std::memory_order_relaxed), token};
 }
 
@@ -108,14 +117,7 @@ Result<IpcMemDescriptor> IpcMemDescriptor::make(CUdeviceptr base, std::uint64_t 
     if (auto got = call_driver(&DriverTable::cuIpcGetMemHandle_v4010, &raw, base); !got)
         return export_error(std::move(got).error(), base);
     const detail::ProcessIdentity self = detail::this_process();
-    IpcMemDescriptor descriptor;
-    descriptor.handle_ = IpcMemHandle(raw);
-    descriptor.offset_ = offset;
-    descriptor.size_ = size;
-    descriptor.allocation_size_ = allocation_size;
-    descriptor.exporter_pid_ = self.pid;
-    descriptor.exporter_token_ = self.token;
-    return descriptor;
+    return IpcMemDescriptor(IpcMemHandle(raw), offset, size, allocation_size, self.pid, self.token);
 }
 
 bool IpcMemDescriptor::exported_by_this_process() const noexcept {

@@ -31,6 +31,28 @@ inline const DriverTable* usable_driver() noexcept {
 Error driver_unusable_error();
 Error missing_entry_error(const DriverEntryInfo& entry);
 Error failed_call_error(CUresult result, const DriverEntryInfo& entry);
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CUDYN_DETAIL_COLD __attribute__((cold, noinline))
+#elif defined(_MSC_VER)
+#define CUDYN_DETAIL_COLD __declspec(noinline)
+#else
+#define CUDYN_DETAIL_COLD
+#endif
+
+// call_driver's failures, built out of line (cold): what the compiler inlines
+// at every call site is then only the table load, the null check, the call
+// and the result test, with no Error (strings) to construct or move.
+template <typename Pfn>
+CUDYN_DETAIL_COLD Result<void> entry_unavailable(const DriverTable* table, Pfn DriverTable::*entry) {
+    if (table == nullptr) return driver_unusable_error();
+    return missing_entry_error(entry_info(entry));
+}
+template <typename Pfn>
+CUDYN_DETAIL_COLD Result<void> call_failed(CUresult result, Pfn DriverTable::*entry) {
+    return failed_call_error(result, entry_info(entry));
+}
+#undef CUDYN_DETAIL_COLD
 }  // namespace detail
 
 // True when the loaded driver has this entry (false when the driver is unusable).
@@ -43,11 +65,10 @@ bool has_entry(Pfn DriverTable::*entry) noexcept {
 template <typename Pfn, typename... Args>
 Result<void> call_driver(Pfn DriverTable::*entry, Args... args) {
     const DriverTable* table = detail::usable_driver();
-    if (table == nullptr) return detail::driver_unusable_error();
-    const Pfn function = table->*entry;
-    if (function == nullptr) return detail::missing_entry_error(entry_info(entry));
+    const Pfn function = table != nullptr ? table->*entry : nullptr;
+    if (function == nullptr) return detail::entry_unavailable(table, entry);
     const CUresult result = function(args...);
-    if (result != CUDA_SUCCESS) return detail::failed_call_error(result, entry_info(entry));
+    if (result != CUDA_SUCCESS) return detail::call_failed(result, entry);
     return ok();
 }
 

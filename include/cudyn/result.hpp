@@ -59,7 +59,9 @@ private:
 template <>
 class [[nodiscard]] Result<void> {
 public:
-    Result() noexcept = default;
+    // User-provided (not `= default`) on purpose: `return {};` and ok() then
+    // only mark the optional empty instead of zero-filling the whole Error.
+    Result() noexcept {}
     Result(Error error) : error_(std::move(error)) {}
 
     bool has_value() const noexcept { return !error_.has_value(); }
