@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The README's support matrix: which cudyn feature works on which driver.
+
+Every column is measured, never typed in: cudyn-info --json is run against each
+fake driver variant of a build folder (and against a path that does not
+exist), and the real driver's column comes from a cudyn-info --json captured on
+a GPU machine (docs/measurements/cudyn-info-*.json). A feature's cell follows
+from the entry points that resolved and device 0's capabilities, by the same
+rules the library applies before calling the driver.
+
+    support_matrix.py BUILD_DIR REAL_JSON --print          # the table
+    support_matrix.py BUILD_DIR REAL_JSON --write README.md  # replace it between the markers
+    support_matrix.py BUILD_DIR REAL_JSON --check README.md  # exit 1 if README differs
+"""
+import json
+import os
+import subprocess
+import sys
+
+BEGIN = "<!-- support-matrix:begin (scripts/support_matrix.py --write) -->"
+END = "<!-- support-matrix:end -->"
+
+# (column title, fake variant folder or None for "no driver at all")
+FAKE_COLUMNS = [
+    ("fake 13.0 (`emulated`)", "emulated"),
+    ("fake 11.8 (`cuda11`)", "cuda11"),
+    ("fake 10.1 (`legacy`)", "legacy"),
+    ("toolkit stub (fake `stub`)", "stub"),
+    ("`cuInit` fails (fake `broken`)", "broken"),
+    ("no driver", None),
+]
+
+# Why nothing works, by load state: the ErrorCode every call returns.
+UNUSABLE = {
+    "not_found": "DriverNotFound",
+    "stub": "StubDriver",
+    "init_failed": "DriverInitFailed",
+    "refused": "DriverRefused",
+}
+
+
+def cudyn_info(build_dir, variant):
+    path = (os.path.join(build_dir, "tests", "fakecuda", variant, "libcuda.so.1") if variant
+            else "/nonexistent/cudyn-support-matrix/libcuda.so.1")
+    env = dict(os.environ, CUDYN_DRIVER_PATH=path, FAKECUDA_DEVICES="1")
+    tool = os.path.join(build_dir, "tools", "cudyn-info")
+    out = subprocess.run([tool, "--json"], env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+class Driver:
+    """One cudyn-info report, asked the questions the library asks."""
+
+    def __init__(self, report):
+        self.report = report
+        self.resolved = {(e["name"], e["version"]) for e in report["entry_points"] if e["resolved"]}
+        devices = report.get("devices") or []
+        self.capabilities = devices[0]["capabilities"] if devices else {}
+
+    def unusable(self):
+        state = self.report["state"]
+        if state != "loaded":
+            return UNUSABLE.get(state, state)
+        if not self.report.get("devices"):
+            return "no device"
+        return None
+
+    def has(self, name, version):
+        return (name, version) in self.resolved
+
+    def cap(self, name):
+        return bool(self.capabilities.get(name))
+
+
+def loader_row(d):
+    if d.report["state"] != "loaded":
+        return "`%s`" % d.report["state"]
+    version = d.report["driver_version"]
+    vias = sorted({e["via"] for e in d.report["entry_points"] if e["resolved"]})
+    return "%d.%d, %d of %d entries (%s)" % (version // 1000, version % 1000 // 10, len(d.resolved),
+                                             len(d.report["entry_points"]), ", ".join(vias))
+
+
+def feature(check):
+    """A row whose cell is the unusable driver's error, else check(d)."""
+    def cell(d):
+        why = d.unusable()
+        return why if why else check(d)
+    return cell
+
+
+def yes_if(condition, otherwise="NotSupported"):
+    return "yes" if condition else otherwise
+
+
+ROWS = [
+    ("driver loaded (version, entries resolved, how)", loader_row),
+    ("`DeviceBuffer`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
+    ("`MappedBuffer` (zero-copy)", feature(lambda d: yes_if(d.cap("can_map_host_memory")))),
+    ("`UnifiedBuffer`", feature(lambda d: yes_if(d.cap("managed_memory")))),
+    ("advice, `prefetch_to` a device", feature(lambda d: yes_if(d.cap("concurrent_managed_access")))),
+    ("host NUMA locations in advice and prefetch",
+     feature(lambda d: yes_if(d.has("cuMemAdvise", 12020) and d.has("cuMemPrefetchAsync", 12020)))),
+    ("`PrefetchPlan`",
+     feature(lambda d: "one batch call" if d.has("cuMemPrefetchBatchAsync", 13000) else "one call per range")),
+    ("VMM (`AddressRange`, `PhysicalMemory`, `MappedRange`, `GrowableBuffer`)",
+     feature(lambda d: yes_if(d.has("cuMemCreate", 10020) and d.cap("virtual_memory_management")))),
+    ("POSIX-fd shareable handles",
+     feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("posix_fd_handles")))),
+    ("fabric handles (also need an IMEX channel)",
+     feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("fabric_handles")))),
+    ("legacy IPC memory (`OpenedMem`), IPC events",
+     feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
+]
+
+
+def render(columns):
+    header = ["feature"] + [title for title, _ in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for title, cell in ROWS:
+        lines.append("| " + " | ".join([title] + [cell(driver) for _, driver in columns]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv):
+    if len(argv) != 4 and not (len(argv) == 3 and argv[2] == "--print"):
+        sys.exit(__doc__)
+    build_dir, real_json = os.path.abspath(argv[0]), argv[1]  # cudyn refuses relative driver paths
+    with open(real_json) as f:
+        real = json.load(f)
+    device = real["devices"][0]["name"] if real.get("devices") else "no device"
+    real_title = "%s, driver %d.%d" % (device, real["driver_version"] // 1000, real["driver_version"] % 1000 // 10)
+    columns = [(real_title, Driver(real))]
+    columns += [(title, Driver(cudyn_info(build_dir, variant))) for title, variant in FAKE_COLUMNS]
+    table = render(columns)
+    if argv[2] == "--print":
+        print(table)
+        return 0
+    readme_path = argv[3]
+    with open(readme_path) as f:
+        readme = f.read()
+    if BEGIN not in readme or END not in readme:
+        sys.exit("%s has no support-matrix markers" % readme_path)
+    head, rest = readme.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    wanted = head + BEGIN + "\n" + table + "\n" + END + tail
+    if argv[2] == "--write":
+        with open(readme_path, "w") as f:
+            f.write(wanted)
+        return 0
+    if argv[2] == "--check":
+        if wanted != readme:
+            print("README's support matrix differs from what the drivers report now; expected:\n" + table)
+            return 1
+        print("support matrix in %s matches %d measured drivers" % (readme_path, len(columns)))
+        return 0
+    sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
