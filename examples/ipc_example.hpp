@@ -2,11 +2,10 @@
 // producer writes, how long they wait for each other.
 #pragma once
 
-#include <cudyn/error.hpp>
+#include "example_support.hpp"  // fail()
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 
 namespace cudyn_example {
 
@@ -22,10 +21,5 @@ enum : std::uint32_t {
 
 inline constexpr std::uint32_t kExampleValue = 0xCAFE0001u;
 inline constexpr std::chrono::seconds kWaitForPeer{120};  // to start the other program
-
-inline int fail(const char* what, const cudyn::Error& error) {
-    std::fprintf(stderr, "%s failed: %s\n", what, error.describe().c_str());
-    return 1;
-}
 
 }  // namespace cudyn_example

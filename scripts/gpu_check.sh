@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run on a GPU machine: build with benchmarks, run the gpu suite, cudyn-info and
-# cudyn-bench, and put the logs in ${OUT:-gpu-out}. Used for the figures in the
+# Run on a GPU machine: build with benchmarks, run the gpu suite, cudyn-info, the
+# examples and cudyn-bench, and put the logs in ${OUT:-gpu-out}. Used for the figures in the
 # issue notes and the README.
 set -uo pipefail
 out="${OUT:-$PWD/gpu-out}"
@@ -18,6 +18,19 @@ build=/tmp/cudyn-gpu-build
 meson test -C "$build" --suite gpu --print-errorlogs --num-processes 1 "$@" 2>&1 | tail -n 60 | tee "$out/gpu-tests.log"
 cp "$build/meson-logs/testlog.txt" "$out/gpu-testlog.txt" 2>/dev/null
 python3 scripts/test_summary.py "$build/meson-logs/testlog.json" | tee -a "$out/gpu-tests.log"
+# Every example, on the real driver, as a reader would run it (output for the notes).
+{
+    for example in zero_copy managed_prefetch growable_buffer; do
+        echo "\$ examples/$example"
+        "$build/examples/$example"
+        echo "(exit $?)"
+    done
+    for mode in "" --fd; do
+        echo "\$ examples/run_ipc_pair.sh ipc_producer ipc_consumer $mode"
+        sh examples/run_ipc_pair.sh "$build/examples/ipc_producer" "$build/examples/ipc_consumer" $mode
+        echo "(exit $?)"
+    done
+} 2>&1 | tee "$out/examples.log"
 if [ "${BENCH:-1}" = 1 ]; then
     (cd "$out" && timeout "${BENCH_TIMEOUT:-300}" "$build/bench/cudyn-bench" ${BENCH_ARGS:-} --json "$out/bench.json") 2>&1 | tee "$out/bench.txt"
 fi

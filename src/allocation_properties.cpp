@@ -106,8 +106,9 @@ Result<void> AllocationProperties::check_supported() const {
     switch (location_.kind()) {
         case LocationKind::Device:
             if (!caps->virtual_memory_management)
-                return unsupported(on + " does not support virtual memory management "
-                                        "(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)");
+                // describe() already starts with the device: "device 0: it does not ..."
+                return unsupported("it does not support virtual memory management "
+                                   "(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)");
             break;
         case LocationKind::Host:
             if (!caps->host_virtual_memory_management)

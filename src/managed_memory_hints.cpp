@@ -42,15 +42,36 @@ Result<PreparedLocation> prepare_location(const Location& location, const char* 
     return prepared;
 }
 
-bool is_location_free_advice(CUmem_advise advice) {
-    return advice == CU_MEM_ADVISE_SET_READ_MOSTLY || advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY ||
-           advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
+// CUDA requires CONCURRENT_MANAGED_ACCESS of a device that managed memory is
+// prefetched to, preferred on or mapped for (cuMemAdvise's and
+// cuMemPrefetchAsync's documentation); drivers answer a bare
+// CUDA_ERROR_INVALID_DEVICE otherwise, so it is checked first and named.
+Result<void> require_concurrent_managed_access(const Location& location, const char* entry, const char* what,
+                                               const char* consequence) {
+    auto device = Device::get(location.id());
+    if (!device) return device.error();
+    auto concurrent = device->attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+    if (!concurrent) return concurrent.error();
+    if (*concurrent == 0)
+        return Error::not_supported(entry, std::string(what) + ": " + location.describe() +
+                                               " lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: " + consequence);
+    return ok();
 }
 
 }  // namespace
 
-Result<PreparedLocation> prepare_advice_location(const Location& location, const char* what) {
-    return prepare_location(location, what, has_entry(&DriverTable::cuMemAdvise_v12020), "cuMemAdvise");
+Result<PreparedLocation> prepare_advice_location(CUmem_advise advice, const Location& given, const char* what) {
+    const bool location_free = advice == CU_MEM_ADVISE_SET_READ_MOSTLY || advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY ||
+                               advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
+    // The driver ignores the location of these; host is valid on every ABI.
+    const Location& location = location_free ? Location::host() : given;
+    auto prepared = prepare_location(location, what, has_entry(&DriverTable::cuMemAdvise_v12020), "cuMemAdvise");
+    const bool needs_concurrent_access =
+        advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION || advice == CU_MEM_ADVISE_SET_ACCESSED_BY;
+    if (!prepared || location.kind() != LocationKind::Device || !needs_concurrent_access) return prepared;
+    CUDYN_TRY(require_concurrent_managed_access(location, prepared->location_abi ? "cuMemAdvise_v2" : "cuMemAdvise",
+                                                what, "it cannot be a managed range's preferred location or mapping"));
+    return prepared;
 }
 
 Result<void> issue_advice(CUdeviceptr base, std::size_t bytes, CUmem_advise advice, const PreparedLocation& target) {
@@ -62,15 +83,9 @@ Result<PreparedLocation> prepare_prefetch_location(const Location& location, con
     auto prepared =
         prepare_location(location, what, has_entry(&DriverTable::cuMemPrefetchAsync_v12020), "cuMemPrefetchAsync");
     if (!prepared || location.kind() != LocationKind::Device) return prepared;
-    auto device = Device::get(location.id());
-    if (!device) return device.error();
-    auto concurrent = device->attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
-    if (!concurrent) return concurrent.error();
-    if (*concurrent == 0)
-        return Error::not_supported(
-            prepared->location_abi ? "cuMemPrefetchAsync_v2" : "cuMemPrefetchAsync",
-            std::string(what) + ": " + location.describe() +
-                " lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: managed memory cannot be prefetched to it");
+    CUDYN_TRY(require_concurrent_managed_access(location,
+                                                prepared->location_abi ? "cuMemPrefetchAsync_v2" : "cuMemPrefetchAsync",
+                                                what, "managed memory cannot be prefetched to it"));
     return prepared;
 }
 
@@ -102,8 +117,7 @@ Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> adv
         if (step.advice < CU_MEM_ADVISE_SET_READ_MOSTLY || step.advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
             return Error::invalid_argument("ManagedMemoryHints::advise: advice " +
                                            std::to_string(static_cast<int>(step.advice)) + " is not a CUmem_advise");
-        const Location& location = detail::is_location_free_advice(step.advice) ? Location::host() : step.location;
-        auto target = detail::prepare_advice_location(location, "ManagedMemoryHints::advise: location");
+        auto target = detail::prepare_advice_location(step.advice, step.location, "ManagedMemoryHints::advise: location");
         if (!target) return target.error();
         prepared.push_back(*target);
     }

@@ -38,9 +38,11 @@ struct PreparedLocation {
     CUdevice legacy_device = 0;
 };
 
-// For an advice that takes a location. A device ordinal outside the visible
-// devices is InvalidArgument.
-Result<PreparedLocation> prepare_advice_location(const Location& location, const char* what);
+// For one advice: its location (host for the advices that take none). A
+// device ordinal outside the visible devices is InvalidArgument; a device
+// without CONCURRENT_MANAGED_ACCESS as preferred location or accessed-by
+// target is NotSupported saying so.
+Result<PreparedLocation> prepare_advice_location(CUmem_advise advice, const Location& location, const char* what);
 Result<void> issue_advice(CUdeviceptr base, std::size_t bytes, CUmem_advise advice, const PreparedLocation& target);
 
 // For a prefetch: as above, and a device target must report

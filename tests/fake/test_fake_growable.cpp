@@ -277,7 +277,7 @@ TEST_CASE("GrowableBuffer: NotSupported on legacy and on a device without VMM", 
         FakeDriver::loaded().set_attribute(1, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
         auto refused = GrowableBuffer::create(AllocationProperties::device(1), 8 * kMiB);
         FakeDriver::loaded().set_attribute(1, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);
-        require_error(refused, ErrorCode::NotSupported, "device 1 does not support virtual memory management");
+        require_error(refused, ErrorCode::NotSupported, "device 1: it does not support virtual memory management");
     }
     CHECK(before.live_delta() == 0);
 }

@@ -402,6 +402,29 @@ TEST_CASE("prefetch_range is bounds-checked before any driver call", "[emulated]
     CHECK(fake.prefetch(0).size == 4);
 }
 
+TEST_CASE("advice that places or maps memory on a device without concurrent managed access is NotSupported",
+          "[emulated][cuda11][legacy][managed]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    ManagedFixture f;
+    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
+    auto preferred = f.hints.set_preferred_location(Location::device(1));
+    auto accessed = f.hints.set_accessed_by(Location::device(1));
+    auto read_mostly = f.hints.set_read_mostly();                           // takes no device
+    auto on_host = f.hints.set_preferred_location(Location::host());       // needs no device attribute
+    auto on_other = f.hints.set_accessed_by(Location::device(0));          // device 0 still has it
+    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1);
+    require_error(preferred, ErrorCode::NotSupported, "device 1 lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
+    require_error(accessed, ErrorCode::NotSupported, "preferred location or mapping");
+    CHECK(read_mostly.has_value());
+    CHECK(on_host.has_value());
+    CHECK(on_other.has_value());
+    // The refused advices never reached the driver: only the three others did.
+    REQUIRE(fake.advice_count() == 3);
+    CHECK(fake.advice(0).advice == CU_MEM_ADVISE_SET_READ_MOSTLY);
+    CHECK(fake.advice(1).advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
+    CHECK(fake.advice(2).advice == CU_MEM_ADVISE_SET_ACCESSED_BY);
+}
+
 TEST_CASE("prefetch to a device without concurrent managed access is NotSupported",
           "[emulated][cuda11][legacy][prefetch]") {
     const FakeDriver& fake = FakeDriver::loaded();

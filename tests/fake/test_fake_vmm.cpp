@@ -271,7 +271,7 @@ TEST_CASE("a device without VMM, handle types and RDMA it lacks give NotSupporte
         require_error(cudyn::allocation_granularity(AllocationProperties::device(0)), ErrorCode::NotSupported,
                       "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0");
         require_error(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB), ErrorCode::NotSupported,
-                      "device 0 does not support virtual memory management");
+                      "device 0: it does not support virtual memory management");
         require_error(AllocationProperties::device(0).check_supported(), ErrorCode::NotSupported, "device 0");
         // Device 1 still has it.
         require_ok(AllocationProperties::device(1).check_supported());
