@@ -29,11 +29,11 @@ public:
     using Bytes = std::array<std::uint8_t, kSize>;
 
     IpcHandle() noexcept = default;  // all zero bytes: no handle
-    explicit IpcHandle(const CuHandle& handle) noexcept { std::memcpy(bytes_.data(), &handle, kSize); }
+    explicit IpcHandle(const CuHandle& handle) noexcept : handle_(handle) {}
 
     static IpcHandle from_bytes(const Bytes& bytes) noexcept {
         IpcHandle handle;
-        handle.bytes_ = bytes;
+        std::memcpy(&handle.handle_, bytes.data(), kSize);
         return handle;
     }
     // InvalidArgument unless `size` is exactly kSize.
@@ -43,22 +43,28 @@ public:
             return Error::invalid_argument("IpcHandle::from_bytes: " + std::to_string(size) +
                                            " bytes given, a handle is " + std::to_string(kSize));
         IpcHandle handle;
-        std::memcpy(handle.bytes_.data(), data, kSize);
+        std::memcpy(&handle.handle_, data, kSize);
         return handle;
     }
 
-    const Bytes& to_bytes() const noexcept { return bytes_; }
-    CuHandle to_cu() const noexcept {
-        CuHandle handle;
-        std::memcpy(&handle, bytes_.data(), kSize);
-        return handle;
+    Bytes to_bytes() const noexcept {
+        Bytes bytes;
+        std::memcpy(bytes.data(), &handle_, kSize);
+        return bytes;
     }
+    const CuHandle& to_cu() const noexcept { return handle_; }
+    // Where a driver call (cuIpcGetMemHandle, ...) writes the handle, so that
+    // an exporter fills the value its caller receives instead of copying the
+    // 64 bytes it has just been handed.
+    CuHandle* driver_output() noexcept { return &handle_; }
 
-    friend bool operator==(const IpcHandle& a, const IpcHandle& b) noexcept { return a.bytes_ == b.bytes_; }
+    friend bool operator==(const IpcHandle& a, const IpcHandle& b) noexcept {
+        return std::memcmp(&a.handle_, &b.handle_, kSize) == 0;
+    }
     friend bool operator!=(const IpcHandle& a, const IpcHandle& b) noexcept { return !(a == b); }
 
 private:
-    Bytes bytes_{};
+    CuHandle handle_{};  // the driver's own struct (64 opaque bytes)
 };
 
 using IpcMemHandle = IpcHandle<CUipcMemHandle>;

@@ -63,11 +63,21 @@ public:
     bool exported_by_this_process() const noexcept;
 
 private:
+    // Only this class can name the key, so only make() reaches the public
+    // constructor below (public so that Result can build it in place).
+    struct ExportKey {
+        explicit ExportKey() = default;
+    };
+
+public:
+    // For make(): everything but the handle, which the driver then writes in place.
+    IpcMemDescriptor(ExportKey, std::uint64_t offset, std::uint64_t size, std::uint64_t allocation_size,
+                     std::uint64_t exporter_pid, std::uint64_t exporter_token) noexcept
+        : offset_(offset), size_(size), allocation_size_(allocation_size), exporter_pid_(exporter_pid),
+          exporter_token_(exporter_token) {}
+
+private:
     IpcMemDescriptor() = default;
-    IpcMemDescriptor(const IpcMemHandle& handle, std::uint64_t offset, std::uint64_t size,
-                     std::uint64_t allocation_size, std::uint64_t exporter_pid, std::uint64_t exporter_token) noexcept
-        : handle_(handle), offset_(offset), size_(size), allocation_size_(allocation_size),
-          exporter_pid_(exporter_pid), exporter_token_(exporter_token) {}
     static Result<IpcMemDescriptor> export_allocation(CUdeviceptr base, std::size_t bytes);
     static Result<IpcMemDescriptor> make(CUdeviceptr base, std::uint64_t allocation_size, std::uint64_t offset,
                                          std::uint64_t size);
