@@ -36,7 +36,14 @@ Result<PhysicalMemory> PhysicalMemory::create_checked(const AllocationProperties
     auto memory = std::make_shared<detail::PhysicalHandle>(properties);
     const CUmemAllocationProp prop = properties.to_cu();
     CUmemGenericAllocationHandle handle = 0;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemCreate_v10020, &handle, size, &prop, 0ULL));
+    if (auto created = call_driver(&DriverTable::cuMemCreate_v10020, &handle, size, &prop, 0ULL); !created) {
+        // A system without IMEX may refuse fabric-shareable memory already
+        // here rather than at export: the same NotSupported either way.
+        Error error = std::move(created).error();
+        if (includes(properties.handle_types(), HandleType::Fabric) && detail::refuses_fabric(error.driver_result))
+            return detail::no_fabric(std::move(error), "PhysicalMemory::create");
+        return error;
+    }
     memory->handle = handle;
     memory->created = true;
     memory->size = size;

@@ -58,6 +58,10 @@ ShareableMemoryInfo info_of(const PhysicalMemory& memory, HandleType type) {
     return info;
 }
 
+}  // namespace
+
+namespace detail {
+
 // Driver answers that mean "no fabric here" rather than a bug.
 bool refuses_fabric(CUresult result) {
     return result == CUDA_ERROR_NOT_PERMITTED || result == CUDA_ERROR_NOT_SUPPORTED ||
@@ -73,9 +77,6 @@ Error no_fabric(Error error, const char* operation) {
     return error;
 }
 
-}  // namespace
-
-namespace detail {
 
 // Builds PhysicalMemory from an imported handle (a friend of PhysicalMemory).
 struct ShareableAccess {
@@ -237,14 +238,19 @@ Result<bool> probe_fabric_support(const Device& device) {
     if (!caps) return std::move(caps).error();
     if (!caps->virtual_memory_management || !caps->fabric_handles) return false;
     const auto props = AllocationProperties::device(device.ordinal()).with_handle_types(HandleType::Fabric);
+    // A refusal on any step means "no fabric here"; anything else is an error.
+    const auto refusal = [](const Error& error) -> Result<bool> {
+        if (detail::refuses_fabric(error.driver_result)) return false;
+        return error;
+    };
     auto granularity = detail::query_granularity(props, Granularity::Minimum);
-    if (!granularity) return refuses_fabric(granularity.error().driver_result) ? Result<bool>(false) : granularity.error();
+    if (!granularity) return refusal(granularity.error());
     auto memory = PhysicalMemory::create(props, *granularity);
-    if (!memory) return refuses_fabric(memory.error().driver_result) ? Result<bool>(false) : memory.error();
+    if (!memory) return refusal(memory.error());
     CUmemFabricHandle handle{};
     auto exported = call_driver(&DriverTable::cuMemExportToShareableHandle_v10020, static_cast<void*>(&handle),
                                 memory->handle(), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
-    if (!exported) return refuses_fabric(exported.error().driver_result) ? Result<bool>(false) : exported.error();
+    if (!exported) return refusal(exported.error());
     return true;
 }
 
@@ -266,7 +272,7 @@ Result<FabricDescriptor> export_fabric(const PhysicalMemory& memory) {
                                 memory.handle(), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
     if (!exported) {
         Error error = std::move(exported).error();
-        return refuses_fabric(error.driver_result) ? no_fabric(std::move(error), kOperation) : error;
+        return detail::refuses_fabric(error.driver_result) ? detail::no_fabric(std::move(error), kOperation) : error;
     }
     FabricDescriptor descriptor;
     descriptor.handle_ = FabricHandle(handle);
@@ -285,7 +291,7 @@ Result<PhysicalMemory> import_fabric(const FabricDescriptor& descriptor) {
     if (!imported) {
         Error error = std::move(imported).error();
         return error.driver_result == CUDA_ERROR_NOT_PERMITTED || error.driver_result == CUDA_ERROR_NOT_SUPPORTED
-                   ? no_fabric(std::move(error), kOperation)
+                   ? detail::no_fabric(std::move(error), kOperation)
                    : error;
     }
     return detail::ShareableAccess::adopt(handle, descriptor.info(), kOperation);

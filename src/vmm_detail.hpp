@@ -85,4 +85,10 @@ inline bool round_up(std::size_t x, std::size_t step, std::size_t* out) noexcept
     return true;
 }
 
+// Driver answers to a fabric handle that mean "no fabric on this system" (no
+// IMEX channel or service) rather than a bug, and the NotSupported they
+// become, naming the operation and what fabric sharing needs.
+bool refuses_fabric(CUresult result);
+Error no_fabric(Error error, const char* operation);
+
 }  // namespace cudyn::detail

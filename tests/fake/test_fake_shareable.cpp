@@ -187,6 +187,18 @@ TEST_CASE("fabric handles: NotSupported where the device or the system has none"
                 ScopedFault fault("cuMemExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
                 CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
             }
+            // Some systems refuse already at creation: the probe and create say so too.
+            {
+                ScopedFault fault("cuMemCreate:1:CUDA_ERROR_NOT_PERMITTED");
+                CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
+            }
+            {
+                ScopedFault fault("cuMemCreate:1:CUDA_ERROR_NOT_PERMITTED");
+                const auto refused = PhysicalMemory::create(
+                    AllocationProperties::device(0).with_handle_types(HandleType::Fabric), 2 * kMiB);
+                require_error(refused, ErrorCode::NotSupported, "IMEX");
+                CHECK(refused.error().driver_result == CUDA_ERROR_NOT_PERMITTED);
+            }
             Exported exporter = make_exported(HandleType::Fabric);
             {
                 ScopedFault fault("cuMemExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");

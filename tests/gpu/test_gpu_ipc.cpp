@@ -254,3 +254,39 @@ TEST_CASE("the consumer's context on GPU 1 opens GPU 0's legacy handle and waits
 TEST_CASE("the consumer's context on GPU 1 maps GPU 0's VMM memory from a POSIX fd", "[gpu][ipc-multi-gpu]") {
     share_posix_fd(1);
 }
+
+// Fabric handles need an IMEX channel and service besides the device
+// attribute. Whatever this machine has, the probe must answer (not fail), and
+// the real export path must agree with it: a handle that imports where the
+// probe said yes, NotSupported naming IMEX where it said no.
+TEST_CASE("fabric handles: the probe's answer holds for a real export", "[gpu][ipc]") {
+    const auto device = take(cudyn::Device::get(0));
+    auto context = take(cudyn::PrimaryContext::activate(device));
+    const bool supported = take(cudyn::probe_fabric_support(device));
+    const bool attribute = take(cudyn::probe_capabilities(device)).fabric_handles;
+    WARN("device 0: HANDLE_TYPE_FABRIC_SUPPORTED " << attribute << ", probe_fabric_support " << supported);
+    if (!attribute) {
+        CHECK_FALSE(supported);
+        return;
+    }
+    const auto properties = cudyn::AllocationProperties::device(0).with_handle_types(cudyn::HandleType::Fabric);
+    const std::size_t size = take(cudyn::allocation_granularity(properties));
+    auto memory = cudyn::PhysicalMemory::create(properties, size);
+    if (supported) {
+        REQUIRE(memory.has_value());
+        auto descriptor = take(cudyn::export_fabric(*memory));
+        auto imported = take(cudyn::import_fabric(descriptor));
+        CHECK(imported.size() == size);
+        return;
+    }
+    // No fabric here: the refusal comes at creation or at export, as NotSupported.
+    cudyn::Error refusal = memory ? cudyn::Error{} : memory.error();
+    if (memory) {
+        auto exported = cudyn::export_fabric(*memory);
+        REQUIRE_FALSE(exported.has_value());  // the probe said no: the real export must not succeed either
+        refusal = exported.error();
+    }
+    WARN("the driver refused with " << refusal.describe());
+    CHECK(refusal.code == cudyn::ErrorCode::NotSupported);
+    CHECK(refusal.message.find("IMEX") != std::string::npos);
+}
