@@ -55,6 +55,25 @@ TEST_CASE("Result carries move-only values", "[unit][result]") {
     CHECK(*taken == 5);
 }
 
+TEST_CASE("Result builds its value in place, and can become an error afterwards", "[unit][result]") {
+    // A type that can be neither copied nor moved proves nothing was moved in.
+    struct Pinned {
+        Pinned(int a, int b) : sum(a + b) {}
+        Pinned(const Pinned&) = delete;
+        Pinned& operator=(const Pinned&) = delete;
+        int sum;
+    };
+    const cudyn::Result<Pinned> built(std::in_place, 2, 3);
+    REQUIRE(built.has_value());
+    CHECK(built->sum == 5);
+
+    cudyn::Result<std::string> filled(std::in_place, 3, 'x');
+    CHECK(*filled == "xxx");
+    filled = cudyn::Error::invalid_argument("late failure");  // what an exporter does when the driver refuses
+    REQUIRE_FALSE(filled.has_value());
+    CHECK(filled.error().code == cudyn::ErrorCode::InvalidArgument);
+}
+
 TEST_CASE("Error maps driver results to typed codes", "[unit][error]") {
     using cudyn::Error;
     using cudyn::ErrorCode;
