@@ -77,8 +77,16 @@ namespace {
 constexpr char kMagic[9] = "CUDYNIPM";
 constexpr const char* kWhat = "IpcMemDescriptor";
 
-// The driver's refusal, with what usually causes it.
-Error export_error(Error error, CUdeviceptr base) {
+#if defined(__GNUC__) || defined(__clang__)
+#define CUDYN_COLD_PATH __attribute__((cold, noinline))
+#else
+#define CUDYN_COLD_PATH
+#endif
+
+// The driver's refusal, with what usually causes it. Out of line and cold, like
+// the other failures below: the export path is then a handful of stores
+// around the driver call, with no registers saved for error handling.
+CUDYN_COLD_PATH Error export_error(Error error, CUdeviceptr base) {
     int capable = 1;
     if (call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&capable),
                     CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, base)
@@ -88,6 +96,11 @@ Error export_error(Error error, CUdeviceptr base) {
                          "handle; share VMM memory with shareable handles)";
     return error;
 }
+
+CUDYN_COLD_PATH Result<IpcMemDescriptor> empty_buffer_error() {
+    return Error::invalid_argument("IpcMemDescriptor::export_buffer: the buffer is empty (moved from or freed)");
+}
+#undef CUDYN_COLD_PATH
 
 }  // namespace
 
@@ -125,8 +138,7 @@ Result<IpcMemDescriptor> IpcMemDescriptor::export_range(CUdeviceptr address, std
 }
 
 Result<IpcMemDescriptor> IpcMemDescriptor::export_allocation(CUdeviceptr base, std::size_t bytes) {
-    if (base == 0 || bytes == 0)
-        return Error::invalid_argument("IpcMemDescriptor::export_buffer: the buffer is empty (moved from or freed)");
+    if (base == 0 || bytes == 0) return empty_buffer_error();
     return make(base, bytes, 0, bytes);
 }
 
