@@ -40,10 +40,7 @@ void refresh_pid_after_fork() noexcept { cached_pid.store(current_pid(), std::me
 
 // Drawn once per process, on the first export. Kept out of line: its
 // random_device is kilobytes of stack that the export path should not carry.
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
-#endif
-std::uint64_t draw_process_token() {
+CUDYN_DETAIL_COLD std::uint64_t draw_process_token() {
     std::random_device source;
     std::uint64_t token = 0;
     do {
@@ -77,16 +74,10 @@ namespace {
 constexpr char kMagic[9] = "CUDYNIPM";
 constexpr const char* kWhat = "IpcMemDescriptor";
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CUDYN_COLD_PATH __attribute__((cold, noinline))
-#else
-#define CUDYN_COLD_PATH
-#endif
-
 // The driver's refusal, with what usually causes it. Out of line and cold, like
 // the other failures below: the export path is then a handful of stores
 // around the driver call, with no registers saved for error handling.
-CUDYN_COLD_PATH Error export_error(Error error, CUdeviceptr base) {
+CUDYN_DETAIL_COLD Error export_error(Error error, CUdeviceptr base) {
     int capable = 1;
     if (call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&capable),
                     CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, base)
@@ -97,10 +88,9 @@ CUDYN_COLD_PATH Error export_error(Error error, CUdeviceptr base) {
     return error;
 }
 
-CUDYN_COLD_PATH Result<IpcMemDescriptor> empty_buffer_error() {
+CUDYN_DETAIL_COLD Result<IpcMemDescriptor> empty_buffer_error() {
     return Error::invalid_argument("IpcMemDescriptor::export_buffer: the buffer is empty (moved from or freed)");
 }
-#undef CUDYN_COLD_PATH
 
 }  // namespace
 
@@ -116,7 +106,7 @@ inline Result<IpcMemDescriptor> IpcMemDescriptor::make(CUdeviceptr base, std::ui
     // path) and handed to the driver to fill: the handle is never copied
     // after the driver wrote it. Measured on an H200: building the descriptor
     // on the stack and moving it out cost ~28 ns on top of a 34 ns
-    // cuIpcGetMemHandle (reloading bytes just stored); built in place, ~4 ns.
+    // cuIpcGetMemHandle (reloading bytes just stored); built in place, 2-8 ns.
     Result<IpcMemDescriptor> exported(std::in_place, ExportKey{}, offset, size, allocation_size, self.pid, self.token);
     if (auto got = call_driver(&DriverTable::cuIpcGetMemHandle_v4010, exported->handle_.driver_output(), base); !got)
         exported = export_error(std::move(got).error(), base);

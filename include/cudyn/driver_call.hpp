@@ -32,6 +32,8 @@ Error driver_unusable_error();
 Error missing_entry_error(const DriverEntryInfo& entry);
 Error failed_call_error(CUresult result, const DriverEntryInfo& entry);
 
+// Marks a failure or once-per-process path: kept out of line and out of the
+// way of the hot code around it (also used by the library's own sources).
 #if defined(__GNUC__) || defined(__clang__)
 #define CUDYN_DETAIL_COLD __attribute__((cold, noinline))
 #elif defined(_MSC_VER)
@@ -52,7 +54,6 @@ template <typename Pfn>
 CUDYN_DETAIL_COLD Result<void> call_failed(CUresult result, Pfn DriverTable::*entry) {
     return failed_call_error(result, entry_info(entry));
 }
-#undef CUDYN_DETAIL_COLD
 }  // namespace detail
 
 // True when the loaded driver has this entry (false when the driver is unusable).
