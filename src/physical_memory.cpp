@@ -40,9 +40,8 @@ Result<PhysicalMemory> PhysicalMemory::create_checked(const AllocationProperties
         // A system without IMEX may refuse fabric-shareable memory already
         // here rather than at export: the same NotSupported either way.
         Error error = std::move(created).error();
-        if (includes(properties.handle_types(), HandleType::Fabric) && detail::refuses_fabric(error.driver_result))
-            return detail::no_fabric(std::move(error), "PhysicalMemory::create");
-        return error;
+        if (!includes(properties.handle_types(), HandleType::Fabric)) return error;
+        return detail::fabric_error(std::move(error), "PhysicalMemory::create");
     }
     memory->handle = handle;
     memory->created = true;

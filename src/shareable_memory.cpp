@@ -77,6 +77,9 @@ Error no_fabric(Error error, const char* operation) {
     return error;
 }
 
+Error fabric_error(Error error, const char* operation) {
+    return refuses_fabric(error.driver_result) ? no_fabric(std::move(error), operation) : error;
+}
 
 // Builds PhysicalMemory from an imported handle (a friend of PhysicalMemory).
 struct ShareableAccess {
@@ -270,10 +273,7 @@ Result<FabricDescriptor> export_fabric(const PhysicalMemory& memory) {
     CUmemFabricHandle handle{};
     auto exported = call_driver(&DriverTable::cuMemExportToShareableHandle_v10020, static_cast<void*>(&handle),
                                 memory.handle(), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
-    if (!exported) {
-        Error error = std::move(exported).error();
-        return detail::refuses_fabric(error.driver_result) ? detail::no_fabric(std::move(error), kOperation) : error;
-    }
+    if (!exported) return detail::fabric_error(std::move(exported).error(), kOperation);
     FabricDescriptor descriptor;
     descriptor.handle_ = FabricHandle(handle);
     descriptor.info_ = info_of(memory, HandleType::Fabric);

@@ -87,8 +87,11 @@ inline bool round_up(std::size_t x, std::size_t step, std::size_t* out) noexcept
 
 // Driver answers to a fabric handle that mean "no fabric on this system" (no
 // IMEX channel or service) rather than a bug, and the NotSupported they
-// become, naming the operation and what fabric sharing needs.
+// become, naming the operation and what fabric sharing needs. fabric_error
+// applies the two: `error` as that NotSupported when it is such an answer,
+// else unchanged.
 bool refuses_fabric(CUresult result);
 Error no_fabric(Error error, const char* operation);
+Error fabric_error(Error error, const char* operation);
 
 }  // namespace cudyn::detail
