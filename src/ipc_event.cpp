@@ -2,7 +2,7 @@
 #include "cudyn/ipc_event.hpp"
 #include "cudyn/driver_call.hpp"
 
-#include "ipc_detail.hpp"
+#include "cudyn/process_identity.hpp"
 #include "wire_format.hpp"
 
 #include <string>

@@ -1,10 +1,9 @@
-// cudyn — IpcMemDescriptor: exporting cuMemAlloc memory with its legacy IPC
-// handle, and the descriptor's byte form. Also the process identity the IPC
-// modules share.
+// cudyn — IpcMemDescriptor: the failures of the export path (the path itself
+// is inline in ipc_memory.hpp) and the descriptor's byte form. Also the
+// process identity the IPC modules share (process_identity.hpp).
 #include "cudyn/ipc_memory.hpp"
 #include "cudyn/driver_call.hpp"
 
-#include "ipc_detail.hpp"
 #include "wire_format.hpp"
 
 #if defined(_WIN32)
@@ -15,12 +14,16 @@
 #endif
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <string>
 
 namespace cudyn {
 
 namespace detail {
+
+std::atomic<std::uint64_t> process_token{0};
+std::atomic<std::uint64_t> process_pid{0};
 
 namespace {
 std::uint64_t current_pid() noexcept {
@@ -33,33 +36,40 @@ std::uint64_t current_pid() noexcept {
 
 // getpid() is a system call (hundreds of ns in some VMs) on every export: the
 // id is kept, and a fork() child refreshes its copy (pthread_atfork).
-std::atomic<std::uint64_t> cached_pid{0};
 #if !defined(_WIN32)
-void refresh_pid_after_fork() noexcept { cached_pid.store(current_pid(), std::memory_order_relaxed); }
+void refresh_pid_after_fork() noexcept { process_pid.store(current_pid(), std::memory_order_relaxed); }
 #endif
 
-// Drawn once per process, on the first export. Kept out of line: its
-// random_device is kilobytes of stack that the export path should not carry.
-CUDYN_DETAIL_COLD std::uint64_t draw_process_token() {
-    std::random_device source;
+// Never 0 (0 means "not drawn yet"). Where the system has no random source
+// (random_device throws), the clock and a stack address still separate two
+// processes that share a pid in different namespaces.
+std::uint64_t draw_token() noexcept {
     std::uint64_t token = 0;
-    do {
+    try {
+        std::random_device source;
         token = (static_cast<std::uint64_t>(source()) << 32) ^ source();
-    } while (token == 0);
-    cached_pid.store(current_pid(), std::memory_order_relaxed);
-#if !defined(_WIN32)
-    (void)::pthread_atfork(nullptr, nullptr, refresh_pid_after_fork);
-#endif
-    return token;
+    } catch (...) {
+        const auto now = std::chrono::high_resolution_clock::now().time_since_epoch().count();
+        token = static_cast<std::uint64_t>(now) ^ (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&token)) << 20);
+    }
+    return token != 0 ? token : 1;
 }
 }  // namespace
 
-ProcessIdentity this_process() noexcept {
-    // A function-local static rather than std::call_once: after the first
-    // call its guard is one load, where libstdc++'s call_once sets two
-    // thread-locals and calls pthread_once on every export.
-    static const std::uint64_t token = draw_process_token();
-    return ProcessIdentity{cached_pid.load(std::memory_order_relaxed), token};
+// Cold and out of line: its random_device is kilobytes of stack that the
+// inline export path should not carry.
+CUDYN_DETAIL_COLD ProcessIdentity first_process_identity() noexcept {
+    // A function-local static: one thread draws, any other first caller waits.
+    static const std::uint64_t token = [] {
+        process_pid.store(current_pid(), std::memory_order_relaxed);
+#if !defined(_WIN32)
+        (void)::pthread_atfork(nullptr, nullptr, refresh_pid_after_fork);
+#endif
+        const std::uint64_t drawn = draw_token();
+        process_token.store(drawn, std::memory_order_release);  // publishes the pid stored above too
+        return drawn;
+    }();
+    return ProcessIdentity{process_pid.load(std::memory_order_relaxed), token};
 }
 
 bool is_this_process(std::uint64_t pid, std::uint64_t token) noexcept {
@@ -70,14 +80,26 @@ bool is_this_process(std::uint64_t pid, std::uint64_t token) noexcept {
 }  // namespace detail
 
 namespace {
-
 constexpr char kMagic[9] = "CUDYNIPM";
 constexpr const char* kWhat = "IpcMemDescriptor";
+}  // namespace
 
-// The driver's refusal, with what usually causes it. Out of line and cold, like
-// the other failures below: the export path is then a handful of stores
-// around the driver call, with no registers saved for error handling.
-CUDYN_DETAIL_COLD Error export_error(Error error, CUdeviceptr base) {
+// ---- the export path's failures (the path itself is inline in the header) ----------------
+
+Result<IpcMemDescriptor> IpcMemDescriptor::empty_buffer_error() {
+    return Error::invalid_argument("IpcMemDescriptor::export_buffer: the buffer is empty (moved from or freed)");
+}
+
+Result<IpcMemDescriptor> IpcMemDescriptor::bad_range_error(CUdeviceptr address, std::size_t bytes,
+                                                           std::uint64_t offset, std::uint64_t allocation_size) {
+    if (address == 0) return Error::invalid_argument("IpcMemDescriptor::export_range: address is null");
+    if (bytes == 0) return Error::invalid_argument("IpcMemDescriptor::export_range: bytes must be non-zero");
+    return Error::invalid_argument("IpcMemDescriptor::export_range: offset " + std::to_string(offset) + " + " +
+                                   std::to_string(bytes) + " bytes runs past the allocation of " +
+                                   std::to_string(allocation_size) + " bytes");
+}
+
+void IpcMemDescriptor::fail_export(Result<IpcMemDescriptor>& exported, Error error, CUdeviceptr base) {
     int capable = 1;
     if (call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&capable),
                     CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, base)
@@ -85,51 +107,7 @@ CUDYN_DETAIL_COLD Error export_error(Error error, CUdeviceptr base) {
         (capable & 0xff) == 0)
         error.message += " (this is not cuMemAlloc memory: VMM, managed, pool and host memory have no legacy IPC "
                          "handle; share VMM memory with shareable handles)";
-    return error;
-}
-
-CUDYN_DETAIL_COLD Result<IpcMemDescriptor> empty_buffer_error() {
-    return Error::invalid_argument("IpcMemDescriptor::export_buffer: the buffer is empty (moved from or freed)");
-}
-
-}  // namespace
-
-// Always inlined: only this file calls it, and export_buffer's whole cost is
-// this body next to a ~35 ns driver call, so it should not add a call of its own.
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((always_inline))
-#endif
-inline Result<IpcMemDescriptor> IpcMemDescriptor::make(CUdeviceptr base, std::uint64_t allocation_size,
-                                                       std::uint64_t offset, std::uint64_t size) {
-    const detail::ProcessIdentity self = detail::this_process();
-    // Built where the caller receives it (one named result, returned on every
-    // path) and handed to the driver to fill: the handle is never copied
-    // after the driver wrote it. Measured on an H200: building the descriptor
-    // on the stack and moving it out cost ~28 ns on top of a 34 ns
-    // cuIpcGetMemHandle (reloading bytes just stored); built in place, 2-8 ns.
-    Result<IpcMemDescriptor> exported(std::in_place, ExportKey{}, offset, size, allocation_size, self.pid, self.token);
-    if (auto got = call_driver(&DriverTable::cuIpcGetMemHandle_v4010, exported->handle_.driver_output(), base); !got)
-        exported = export_error(std::move(got).error(), base);
-    return exported;
-}
-
-Result<IpcMemDescriptor> IpcMemDescriptor::export_range(CUdeviceptr address, std::size_t bytes) {
-    if (address == 0) return Error::invalid_argument("IpcMemDescriptor::export_range: address is null");
-    if (bytes == 0) return Error::invalid_argument("IpcMemDescriptor::export_range: bytes must be non-zero");
-    CUdeviceptr base = 0;
-    std::size_t allocation_size = 0;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAddressRange_v3020, &base, &allocation_size, address));
-    const std::uint64_t offset = address - base;
-    if (bytes > allocation_size - offset)
-        return Error::invalid_argument("IpcMemDescriptor::export_range: offset " + std::to_string(offset) + " + " +
-                                       std::to_string(bytes) + " bytes runs past the allocation of " +
-                                       std::to_string(allocation_size) + " bytes");
-    return make(base, allocation_size, offset, bytes);
-}
-
-Result<IpcMemDescriptor> IpcMemDescriptor::export_allocation(CUdeviceptr base, std::size_t bytes) {
-    if (base == 0 || bytes == 0) return empty_buffer_error();
-    return make(base, bytes, 0, bytes);
+    exported = std::move(error);
 }
 
 bool IpcMemDescriptor::exported_by_this_process() const noexcept {
