@@ -12,10 +12,13 @@
 #include <string>
 
 TEST_CASE("a missing driver gives not_found and DriverNotFound from every call", "[unit][not-found]") {
+    const char* requested = std::getenv("CUDYN_DRIVER_PATH");
+    INFO("run through meson test, which points CUDYN_DRIVER_PATH at a missing file");
+    REQUIRE(requested != nullptr);
     const cudyn::LoadReport& report = cudyn::load_report();
     CHECK(report.state == cudyn::LoadState::NotFound);
     CHECK(report.library_path.empty());
-    CHECK(report.requested_path == std::getenv("CUDYN_DRIVER_PATH"));
+    CHECK(report.requested_path == requested);
     CHECK(report.message.find("could not open") == 0);
     CHECK(report.driver_version == 0);
     REQUIRE(report.entry_points.size() == cudyn::driver_entry_count);
