@@ -11,6 +11,7 @@
 // InvalidArgument naming what was wrong.
 #pragma once
 
+#include "cudyn/device_span.hpp"
 #include "cudyn/host_span.hpp"
 #include "cudyn/owned_memory.hpp"
 #include "cudyn/result.hpp"
@@ -26,17 +27,7 @@
 namespace cudyn {
 
 namespace detail {
-// The untyped work behind DeviceBuffer<T>. Offsets and counts are in elements
-// of element_size; a null stream means synchronous.
 Result<OwnedMemory> allocate_device_memory(std::size_t count, std::size_t element_size);
-Result<void> copy_host_to_device(const OwnedMemory& destination, std::size_t element_size, std::size_t offset,
-                                 const void* source, std::size_t count, const StreamRef* stream);
-Result<void> copy_device_to_host(void* destination, std::size_t count, const OwnedMemory& source,
-                                 std::size_t element_size, std::size_t offset, const StreamRef* stream);
-Result<void> copy_device_to_device(const OwnedMemory& destination, const OwnedMemory& source,
-                                   const StreamRef* stream);
-Result<void> set_device_bytes(const OwnedMemory& destination, std::uint8_t value, const StreamRef* stream);
-Result<void> set_device_words(const OwnedMemory& destination, std::uint32_t value, const StreamRef* stream);
 }  // namespace detail
 
 template <typename T>
@@ -53,52 +44,73 @@ public:
     // The raw device address (0 when empty), for kernels and raw driver calls.
     CUdeviceptr data() const noexcept { return this->memory_.device_address(); }
     CUdeviceptr device_pointer() const noexcept { return data(); }
+    // The whole buffer as a DeviceSpan (empty when the buffer is).
+    DeviceSpan<T> device_span() const noexcept { return DeviceSpan<T>(data(), this->size()); }
 
     // Host -> device: the whole span, to elements [offset, offset + source.size()).
     Result<void> copy_from(HostSpan<const T> source, std::size_t offset = 0) {
-        return detail::copy_host_to_device(this->memory_, sizeof(T), offset, source.data(), source.size(), nullptr);
+        return copy_in("DeviceBuffer::copy_from", source, offset, nullptr);
     }
     Result<void> copy_from_async(HostSpan<const T> source, StreamRef stream, std::size_t offset = 0) {
-        return detail::copy_host_to_device(this->memory_, sizeof(T), offset, source.data(), source.size(), &stream);
+        return copy_in("DeviceBuffer::copy_from_async", source, offset, &stream);
     }
     // Device -> host: elements [offset, offset + destination.size()) into the span.
     Result<void> copy_to(HostSpan<T> destination, std::size_t offset = 0) const {
-        return detail::copy_device_to_host(destination.data(), destination.size(), this->memory_, sizeof(T), offset,
-                                           nullptr);
+        return copy_out("DeviceBuffer::copy_to", destination, offset, nullptr);
     }
     Result<void> copy_to_async(HostSpan<T> destination, StreamRef stream, std::size_t offset = 0) const {
-        return detail::copy_device_to_host(destination.data(), destination.size(), this->memory_, sizeof(T), offset,
-                                           &stream);
+        return copy_out("DeviceBuffer::copy_to_async", destination, offset, &stream);
     }
     // Device -> device: all of `source` to the start of this buffer (it must fit).
-    Result<void> copy_from(const DeviceBuffer& source) {
-        return detail::copy_device_to_device(this->memory_, source.memory_, nullptr);
-    }
+    Result<void> copy_from(const DeviceBuffer& source) { return copy_in("DeviceBuffer::copy_from", source, nullptr); }
     Result<void> copy_from_async(const DeviceBuffer& source, StreamRef stream) {
-        return detail::copy_device_to_device(this->memory_, source.memory_, &stream);
+        return copy_in("DeviceBuffer::copy_from_async", source, &stream);
     }
 
     // Every byte of the buffer set to `value` (cuMemsetD8).
-    Result<void> set_bytes(std::uint8_t value) { return detail::set_device_bytes(this->memory_, value, nullptr); }
+    Result<void> set_bytes(std::uint8_t value) { return set_in("DeviceBuffer::set_bytes", value, nullptr); }
     Result<void> set_bytes_async(std::uint8_t value, StreamRef stream) {
-        return detail::set_device_bytes(this->memory_, value, &stream);
+        return set_in("DeviceBuffer::set_bytes_async", value, &stream);
     }
     // Every element set to `value`, for 4-byte elements (cuMemsetD32).
     template <typename U = T, std::enable_if_t<sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value) {
-        return detail::set_device_words(this->memory_, as_word(value), nullptr);
+        return fill_in("DeviceBuffer::fill", value, nullptr);
     }
     template <typename U = T, std::enable_if_t<sizeof(U) == 4, int> = 0>
     Result<void> fill_async(const T& value, StreamRef stream) {
-        return detail::set_device_words(this->memory_, as_word(value), &stream);
+        return fill_in("DeviceBuffer::fill_async", value, &stream);
     }
 
 private:
     explicit DeviceBuffer(detail::OwnedMemory memory) noexcept : detail::TypedMemory<T>(std::move(memory)) {}
-    static std::uint32_t as_word(const T& value) noexcept {
+
+    // Each operation is the span's, after the one check a span cannot make:
+    // a buffer that was moved from or freed says so.
+    Result<void> live(const char* operation) const { return this->memory_.require(operation, "DeviceBuffer"); }
+    detail::DeviceExtent extent() const noexcept { return {data(), this->size(), sizeof(T)}; }
+    Result<void> copy_in(const char* operation, HostSpan<const T> source, std::size_t offset, const StreamRef* stream) {
+        CUDYN_TRY(live(operation));
+        return detail::copy_host_to_device(operation, extent(), offset, source.data(), source.size(), stream);
+    }
+    Result<void> copy_out(const char* operation, HostSpan<T> destination, std::size_t offset,
+                          const StreamRef* stream) const {
+        CUDYN_TRY(live(operation));
+        return detail::copy_device_to_host(operation, destination.data(), destination.size(), extent(), offset, stream);
+    }
+    Result<void> copy_in(const char* operation, const DeviceBuffer& source, const StreamRef* stream) {
+        CUDYN_TRY(live(operation));
+        return detail::copy_device_to_device(operation, extent(), source.extent(), stream);
+    }
+    Result<void> set_in(const char* operation, std::uint8_t value, const StreamRef* stream) {
+        CUDYN_TRY(live(operation));
+        return detail::set_device_bytes(operation, extent(), value, stream);
+    }
+    Result<void> fill_in(const char* operation, const T& value, const StreamRef* stream) {
+        CUDYN_TRY(live(operation));
         std::uint32_t word = 0;
         std::memcpy(&word, &value, sizeof word);
-        return word;
+        return detail::set_device_words(operation, extent(), word, stream);
     }
 };
 

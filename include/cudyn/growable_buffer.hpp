@@ -22,6 +22,7 @@
 
 #include "cudyn/address_range.hpp"
 #include "cudyn/allocation_properties.hpp"
+#include "cudyn/device_span.hpp"
 #include "cudyn/mapped_range.hpp"
 #include "cudyn/memory_access.hpp"
 #include "cudyn/pinned_buffer.hpp"
@@ -84,6 +85,14 @@ public:
     Result<void> restore();
 
     CUdeviceptr address() const noexcept { return range_.address(); }
+    // The mapped bytes [address(), address() + size()) as elements, checked
+    // (DeviceSpan::from_bytes); empty while nothing is mapped or released.
+    // Growing keeps the span's bytes where they are; shrinking or releasing
+    // unmaps them, so take a new span after either.
+    template <typename T>
+    Result<DeviceSpan<T>> device_span() const {
+        return DeviceSpan<T>::from_bytes(released_ ? 0 : address(), released_ ? 0 : size());
+    }
     // Bytes mapped: a multiple of chunk_size(). While released, the size
     // restore() will bring back.
     std::size_t size() const noexcept;

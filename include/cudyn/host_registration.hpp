@@ -4,6 +4,7 @@
 // must outlive the registration.
 #pragma once
 
+#include "cudyn/device_span.hpp"
 #include "cudyn/host_span.hpp"
 #include "cudyn/owned_memory.hpp"
 #include "cudyn/result.hpp"
@@ -49,6 +50,12 @@ public:
     // It differs from host_pointer() unless the device reports
     // CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: pass this one to the device.
     CUdeviceptr device_pointer() const noexcept { return memory_.device_address(); }
+    // The registered bytes as elements at device_pointer(), checked
+    // (DeviceSpan::from_bytes); empty unless registered device_mapped.
+    template <typename T>
+    Result<DeviceSpan<T>> device_span() const {
+        return DeviceSpan<T>::from_bytes(device_pointer(), device_pointer() == 0 ? 0 : bytes());
+    }
     std::size_t bytes() const noexcept { return memory_.bytes(); }
     bool empty() const noexcept { return memory_.empty(); }
     HostRegisterFlags flags() const noexcept { return flags_; }

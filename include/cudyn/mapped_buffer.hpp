@@ -8,6 +8,7 @@
 // anything is allocated.
 #pragma once
 
+#include "cudyn/device_span.hpp"
 #include "cudyn/owned_memory.hpp"
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/result.hpp"
@@ -43,6 +44,8 @@ public:
     // Where kernels reach the buffer (0 when empty). It may differ from the
     // host address, so always pass this one to the device.
     CUdeviceptr device_pointer() const noexcept { return this->memory_.device_address(); }
+    // The device's side as a DeviceSpan, for device-side copies and fills.
+    DeviceSpan<T> device_span() const noexcept { return DeviceSpan<T>(device_pointer(), this->size()); }
 
 private:
     using PinnedBuffer<T>::PinnedBuffer;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "cudyn/address_range.hpp"
+#include "cudyn/device_span.hpp"
 #include "cudyn/memory_access.hpp"
 #include "cudyn/physical_memory.hpp"
 #include "cudyn/result.hpp"
@@ -65,6 +66,12 @@ public:
 
     CUdeviceptr address() const noexcept { return address_; }
     std::size_t size() const noexcept { return size_; }
+    // The mapping as elements, checked (DeviceSpan::from_bytes). Copies and
+    // fills need access set for the device of the current context.
+    template <typename T>
+    Result<DeviceSpan<T>> device_span() const {
+        return DeviceSpan<T>::from_bytes(address_, size_);
+    }
     std::size_t offset() const noexcept { return offset_; }  // within the AddressRange
     bool empty() const noexcept { return memory_ == nullptr; }
     // Where the mapped memory lives (the PhysicalMemory's location); null when empty.

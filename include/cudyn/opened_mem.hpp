@@ -18,6 +18,7 @@
 // The exporter must not free the memory before every importer has closed it.
 #pragma once
 
+#include "cudyn/device_span.hpp"
 #include "cudyn/ipc_handle.hpp"
 #include "cudyn/ipc_memory.hpp"
 #include "cudyn/result.hpp"
@@ -44,6 +45,12 @@ public:
     CUdeviceptr data() const noexcept { return base_ == 0 ? 0 : base_ + offset_; }
     CUdeviceptr device_pointer() const noexcept { return data(); }
     std::size_t size() const noexcept { return size_; }
+    // The shared part as elements, checked (DeviceSpan::from_bytes): the
+    // exporter's offset and size must suit T.
+    template <typename T>
+    Result<DeviceSpan<T>> device_span() const {
+        return DeviceSpan<T>::from_bytes(data(), size_);
+    }
     // The whole opened allocation (what cuIpcCloseMemHandle takes).
     CUdeviceptr base() const noexcept { return base_; }
     std::size_t offset() const noexcept { return offset_; }

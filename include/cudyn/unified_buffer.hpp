@@ -3,6 +3,7 @@
 // the same address, migrated on demand or by ManagedMemoryHints.
 #pragma once
 
+#include "cudyn/device_span.hpp"
 #include "cudyn/managed_memory_hints.hpp"
 #include "cudyn/owned_memory.hpp"
 #include "cudyn/result.hpp"
@@ -41,6 +42,8 @@ public:
 
     // The same address as data(), as the driver's type (0 when empty).
     CUdeviceptr device_pointer() const noexcept { return this->memory_.device_address(); }
+    // The buffer as a DeviceSpan, for device-side copies and fills.
+    DeviceSpan<T> device_span() const noexcept { return DeviceSpan<T>(device_pointer(), this->size()); }
     ManagedAttach attach() const noexcept { return attach_; }
 
     // Advice and prefetch over the whole buffer, or elements [first, first + count).
