@@ -15,6 +15,7 @@
 #include "cudyn/device.hpp"
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/device_capabilities.hpp"
+#include "cudyn/device_span.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/loader.hpp"
 #include "cudyn/managed_memory_hints.hpp"
@@ -499,6 +500,63 @@ const CaseRegistrar prefetch_plan_case({"memory/prefetch-plan-64",
                                         "PrefetchPlan of 64 ranges vs one raw cuMemPrefetchBatchAsync (and 64 raw "
                                         "cuMemPrefetchAsync_v2 calls)",
                                         true, prefetch_plan});
+
+// =============================================================================
+// 5. DeviceSpan: small copies and fills, where its checks would show
+// =============================================================================
+
+// `iterations` operations of 4 KiB on one 4 KiB device buffer, then one
+// stream synchronize: the per-call cost (checks, Result, the driver's enqueue)
+// dominates, not the bytes. A loop counts its failed calls.
+CaseResult span_small_op(const Settings& settings, bool fill) {
+    std::string error;
+    const MemoryFixture* f = fixture(error);
+    if (f == nullptr) return skipped(error);
+    constexpr std::size_t kWords = 1024;
+    auto buffer = DeviceBuffer<std::uint32_t>::allocate(kWords);
+    if (!buffer) return failed(buffer.error().describe());
+    auto pinned = PinnedBuffer<std::uint32_t>::allocate(kWords);
+    if (!pinned) return failed(pinned.error().describe());
+    const DeviceSpan<std::uint32_t> span = buffer->device_span();
+    const CUstream stream = f->stream.handle();
+    const DriverTable& cu = driver();
+    const auto finish = [&](std::uint64_t wrong) {
+        return wrong + (cu.cuStreamSynchronize_v2000(stream) == CUDA_SUCCESS ? 0 : 1);
+    };
+    const auto raw_loop = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const CUresult rc = fill ? cu.cuMemsetD32Async_v3020(span.data(), static_cast<unsigned>(i), kWords, stream)
+                                     : cu.cuMemcpyHtoDAsync_v3020(span.data(), pinned->data(), kWords * 4, stream);
+            wrong += rc == CUDA_SUCCESS ? 0 : 1;
+        }
+        return finish(wrong);
+    };
+    const auto cudyn_loop = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const auto done = fill ? span.fill_async(static_cast<std::uint32_t>(i), f->stream)
+                                   : span.copy_from_async(pinned->span(), f->stream);
+            wrong += done.has_value() ? 0 : 1;
+        }
+        return finish(wrong);
+    };
+    CaseResult result = compare_loops(settings, 20000, raw_loop, cudyn_loop);
+    if (result.status != Status::Ok) return result;
+    result.operation = fill ? "DeviceSpan::fill_async 4 KiB vs cuMemsetD32Async"
+                            : "DeviceSpan::copy_from_async 4 KiB pinned vs cuMemcpyHtoDAsync_v2";
+    result.unit = "ns/op";
+    add_target_note(result, fill ? "span fill" : "span copy", 1.05, false);
+    return result;
+}
+
+const CaseRegistrar span_fill_case({"memory/span-fill-4KiB",
+                                    "DeviceSpan::fill_async of 4 KiB vs raw cuMemsetD32Async, enqueue rate", true,
+                                    [](const Settings& s) { return span_small_op(s, true); }});
+const CaseRegistrar span_copy_case({"memory/span-copy-4KiB",
+                                    "DeviceSpan::copy_from_async of 4 KiB pinned vs raw cuMemcpyHtoDAsync_v2, "
+                                    "enqueue rate",
+                                    true, [](const Settings& s) { return span_small_op(s, false); }});
 
 }  // namespace
 

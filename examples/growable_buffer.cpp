@@ -11,7 +11,6 @@
 #include "example_support.hpp"
 
 #include <cudyn/allocation_properties.hpp>
-#include <cudyn/driver_call.hpp>
 #include <cudyn/growable_buffer.hpp>
 
 #include <cstdint>
@@ -49,10 +48,11 @@ int main() {
             return 1;
         }
         const std::uint32_t word = region_word(step);
-        if (auto set = cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, base + old_size, word,
-                                          (buffer->size() - old_size) / sizeof word);
-            !set)
-            return fail("cuMemsetD32 on the new region", set.error());
+        auto words = buffer->device_span<std::uint32_t>();  // taken anew: the buffer just grew
+        if (!words) return fail("device_span", words.error());
+        auto new_region = words->subspan(old_size / sizeof word, (buffer->size() - old_size) / sizeof word);
+        if (!new_region) return fail("subspan", new_region.error());
+        if (auto set = new_region->fill(word); !set) return fail("fill of the new region", set.error());
         region_end[step] = buffer->size();
         std::printf("growable_buffer: %2zu MiB -> %2zu MiB (%zu chunk(s)), same address; new region set to 0x%08X\n",
                     old_size / kMiB, buffer->size() / kMiB, buffer->chunk_count(), static_cast<unsigned>(word));
@@ -61,10 +61,9 @@ int main() {
     // One copy of the whole buffer back to the host: every region must still
     // hold the word written right after it was mapped.
     std::vector<std::uint32_t> host(buffer->size() / sizeof(std::uint32_t));
-    if (auto copied = cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoH_v3020, static_cast<void*>(host.data()),
-                                         base, buffer->size());
-        !copied)
-        return fail("cuMemcpyDtoH", copied.error());
+    auto words = buffer->device_span<std::uint32_t>();
+    if (!words) return fail("device_span", words.error());
+    if (auto copied = words->copy_to(host); !copied) return fail("copy_to", copied.error());
     std::size_t region_start = 0;
     for (std::size_t step = 0; step < std::size(kSteps); ++step) {
         const std::uint32_t word = region_word(step);

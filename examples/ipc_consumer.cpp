@@ -26,8 +26,7 @@ struct ReceivedMemory {
     std::optional<cudyn::AddressRange> range;
     std::optional<cudyn::PhysicalMemory> physical;
     std::optional<cudyn::MappedRange> mapping;  // POSIX descriptor
-    CUdeviceptr address = 0;
-    std::size_t bytes = 0;
+    cudyn::DeviceSpan<std::uint32_t> words;  // what was shared, as the producer's 32-bit words
 };
 
 cudyn::Result<ReceivedMemory> receive_memory(cudyn::FdChannel& channel, int device) {
@@ -39,10 +38,11 @@ cudyn::Result<ReceivedMemory> receive_memory(cudyn::FdChannel& channel, int devi
         if (!descriptor) return descriptor.error();
         auto opened = cudyn::OpenedMem::open(*descriptor);
         if (!opened) return opened.error();
-        memory.address = opened->data();
-        memory.bytes = opened->size();
+        auto words = opened->device_span<std::uint32_t>();
+        if (!words) return words.error();
+        memory.words = *words;
         memory.opened = std::move(*opened);
-        std::printf("consumer: opened a legacy IPC handle of %zu bytes\n", memory.bytes);
+        std::printf("consumer: opened a legacy IPC handle of %zu bytes\n", memory.words.size_bytes());
         return memory;
     }
     if (message->tag != cudyn::kPosixFdMessageTag)
@@ -57,12 +57,13 @@ cudyn::Result<ReceivedMemory> receive_memory(cudyn::FdChannel& channel, int devi
     auto mapping = cudyn::MappedRange::map(*range, 0, *physical,
                                            {{cudyn::Location::device(device), cudyn::AccessFlags::ReadWrite}});
     if (!mapping) return mapping.error();
-    memory.address = mapping->address();
-    memory.bytes = mapping->size();
+    auto words = mapping->device_span<std::uint32_t>();
+    if (!words) return words.error();
+    memory.words = *words;
     memory.range = std::move(*range);
     memory.physical = std::move(*physical);
     memory.mapping = std::move(*mapping);
-    std::printf("consumer: imported a POSIX descriptor of %zu bytes\n", memory.bytes);
+    std::printf("consumer: imported a POSIX descriptor of %zu bytes\n", memory.words.size_bytes());
     return memory;
 }
 
@@ -96,11 +97,8 @@ int run(const std::string& socket, int device_ordinal) {
 
     // This stream waits for the producer's work on the GPU; the copy comes after it.
     if (auto waited = event->wait(*stream); !waited) return fail("wait on the event", waited.error());
-    std::vector<std::uint32_t> words(memory->bytes / 4);
-    if (auto copied = cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoHAsync_v3020, words.data(), memory->address,
-                                         memory->bytes, stream->handle());
-        !copied)
-        return fail("copy", copied.error());
+    std::vector<std::uint32_t> words(memory->words.size());
+    if (auto copied = memory->words.copy_to_async(words, *stream); !copied) return fail("copy", copied.error());
     if (auto synced = stream->synchronize(); !synced) return fail("synchronize", synced.error());
     std::size_t wrong = 0;
     for (std::uint32_t word : words) wrong += word != expected ? 1 : 0;

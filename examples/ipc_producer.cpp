@@ -56,8 +56,7 @@ struct SharedMemory {
     std::optional<cudyn::AddressRange> range;                  // VMM with a POSIX descriptor
     std::optional<cudyn::PhysicalMemory> physical;
     std::optional<cudyn::MappedRange> mapping;
-    CUdeviceptr address = 0;
-    std::size_t words = 0;  // all of it (VMM sizes are rounded up to the granularity)
+    cudyn::DeviceSpan<std::uint32_t> words;  // all of it (VMM sizes are rounded up to the granularity)
 };
 
 cudyn::Result<SharedMemory> allocate(const Options& options) {
@@ -65,8 +64,7 @@ cudyn::Result<SharedMemory> allocate(const Options& options) {
     if (!options.posix_fd) {
         auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(options.words);
         if (!buffer) return buffer.error();
-        shared.address = buffer->data();
-        shared.words = options.words;
+        shared.words = buffer->device_span();
         shared.buffer = std::move(*buffer);
         return shared;
     }
@@ -82,8 +80,9 @@ cudyn::Result<SharedMemory> allocate(const Options& options) {
     auto mapping = cudyn::MappedRange::map(*range, 0, *physical,
                                            {{cudyn::Location::device(options.device), cudyn::AccessFlags::ReadWrite}});
     if (!mapping) return mapping.error();
-    shared.address = mapping->address();
-    shared.words = size / 4;
+    auto words = mapping->device_span<std::uint32_t>();
+    if (!words) return words.error();
+    shared.words = *words;
     shared.range = std::move(*range);
     shared.physical = std::move(*physical);
     shared.mapping = std::move(*mapping);
@@ -107,7 +106,7 @@ int run(const Options& options) {
 
     auto listener = cudyn::FdListener::listen(options.socket);
     if (!listener) return fail("listen", listener.error());
-    std::printf("producer: %zu words on device %d shared as %s; waiting for a consumer on %s\n", shared->words,
+    std::printf("producer: %zu words on device %d shared as %s; waiting for a consumer on %s\n", shared->words.size(),
                 options.device, options.posix_fd ? "a POSIX descriptor" : "a legacy IPC handle", options.socket.c_str());
     auto channel = listener->accept(kWaitForPeer);
     if (!channel) return fail("accept", channel.error());
@@ -130,10 +129,7 @@ int run(const Options& options) {
 
     // The work, then the record, then the word: all without waiting here.
     const std::uint32_t value = kExampleValue;
-    if (auto set = cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, shared->address, value,
-                                      shared->words, stream->handle());
-        !set)
-        return fail("fill", set.error());
+    if (auto set = shared->words.fill_async(value, *stream); !set) return fail("fill", set.error());
     if (auto recorded = event->record(*stream); !recorded) return fail("record", recorded.error());
     if (auto sent = channel->send(kRecordedTag, &value, sizeof value); !sent) return fail("send 'recorded'", sent.error());
 

@@ -10,7 +10,6 @@
 // Windows) the plan answers NotSupported and the example stops there.
 #include "example_support.hpp"
 
-#include <cudyn/driver_call.hpp>
 #include <cudyn/location.hpp>
 #include <cudyn/migration_policy.hpp>
 #include <cudyn/prefetch_plan.hpp>
@@ -19,7 +18,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 
 using namespace cudyn_example;
 
@@ -51,12 +49,10 @@ int main() {
     if (auto synced = stream->synchronize(); !synced) return fail("synchronize", synced.error());
 
     // Each side writes the half that now lives with it, no fault on either.
-    std::uint32_t device_word = 0;
-    std::memcpy(&device_word, &kDeviceValue, sizeof device_word);  // cuMemsetD32 takes the float's bits
-    if (auto set = cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, device_half->base(), device_word,
-                                      kHalf, stream->handle());
-        !set)
-        return fail("cuMemsetD32Async on the device half", set.error());
+    auto device_side = buffer->device_span().subspan(0, kHalf);
+    if (!device_side) return fail("subspan", device_side.error());
+    if (auto set = device_side->fill_async(kDeviceValue, *stream); !set)
+        return fail("fill_async on the device half", set.error());
     // With concurrent managed access the host may write its half while the
     // device works on the other one.
     for (std::size_t i = kHalf; i < kCount; ++i) (*buffer)[i] = kHostValue;

@@ -4,12 +4,11 @@
 //
 // A MappedBuffer is pinned host memory that is also mapped into the device's
 // address space. The host fills it through its span; the device overwrites
-// the second half through device_pointer() (a cuMemsetD32 on the GPU, over
+// the second half through its device span (a cuMemsetD32 on the GPU, over
 // the bus); the host then reads both halves where they are. Good for data
 // the GPU touches once; for data it reads many times, a DeviceBuffer is faster.
 #include "example_support.hpp"
 
-#include <cudyn/driver_call.hpp>
 #include <cudyn/mapped_buffer.hpp>
 #include <cudyn/stream.hpp>
 
@@ -32,15 +31,14 @@ int main() {
 
     for (std::size_t i = 0; i < kWords; ++i) (*buffer)[i] = static_cast<std::uint32_t>(i);  // plain host stores
 
-    // The device pointer may differ from the host address: pass the device the
-    // one it knows. Element offsets become byte offsets on a CUdeviceptr.
-    const CUdeviceptr second_half = buffer->device_pointer() + kHalf * sizeof(std::uint32_t);
+    // The device side may sit at another address than the host's: its span
+    // (device_span) is the one to hand the device, and subspan counts elements.
+    auto second_half = buffer->device_span().subspan(kHalf, kWords - kHalf);
+    if (!second_half) return fail("subspan", second_half.error());
     auto stream = cudyn::Stream::create();
     if (!stream) return fail("Stream::create", stream.error());
-    if (auto set = cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, second_half, kDeviceValue,
-                                      kHalf, stream->handle());
-        !set)
-        return fail("cuMemsetD32Async on the mapped pointer", set.error());
+    if (auto set = second_half->fill_async(kDeviceValue, *stream); !set)
+        return fail("fill_async on the mapped buffer's device side", set.error());
     // The memset is stream-ordered, not host-ordered: the host waits for the
     // stream before it reads what the device wrote.
     if (auto synced = stream->synchronize(); !synced) return fail("synchronize", synced.error());

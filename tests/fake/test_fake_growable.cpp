@@ -11,6 +11,7 @@
 
 #include <signal.h>
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -159,6 +160,17 @@ TEST_CASE("sleep and wake: release_physical keeps the addresses, restore brings 
         CHECK(chunks_stamped(buffer, 5));
         CHECK(FakeDriver::loaded().live_allocations() == resident);
         require_ok(buffer.restore());  // not released: nothing to do
+
+        // Its DeviceSpan covers the mapped bytes; while released it is empty.
+        auto words = take(buffer.device_span<std::uint32_t>());
+        CHECK(words.data() == base);
+        CHECK(words.size_bytes() == 10 * kMiB);
+        require_ok(take(words.subspan(words.size() - 1, 1)).fill(0x5EEDu));
+        require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
+        CHECK(take(buffer.device_span<std::uint32_t>()).empty());
+        require_ok(buffer.restore());
+        CHECK(cudyn_test::read32(base + 10 * kMiB - 4, 4)[0] == 0x5EEDu);
+        require_error(buffer.device_span<std::array<char, 3>>(), ErrorCode::InvalidArgument, "whole number of 3-byte");
 
         // Without saving, the memory comes back at the same addresses, usable.
         require_ok(buffer.release_physical(GrowableBuffer::Contents::Discard));

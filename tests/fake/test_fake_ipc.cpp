@@ -103,7 +103,14 @@ int consumer_role(int, char**) {
         check.expect(same_words(opened->data(), kSharedBytes, kSecond), "the producer's work is visible after the wait");
         auto complete_now = event->query();
         check.expect(complete_now.has_value() && *complete_now, "the record completed");
-        ok(check, set_words(opened->data() + kSharedBytes / 2, kSharedBytes / 2, kReply), "write the reply");
+        // The reply goes through the opened memory's DeviceSpan: its second half.
+        auto words = opened->device_span<std::uint32_t>();
+        if (!ok(check, words, "OpenedMem::device_span")) return;
+        check.expect(words->data() == opened->data() && words->size() == kSharedBytes / 4,
+                     "the span is the shared part");
+        auto second_half = words->subspan(words->size() / 2, words->size() / 2);
+        if (!ok(check, second_half, "subspan")) return;
+        ok(check, second_half->fill(kReply), "write the reply");
         ok(check, send_tag(channel, kDone), "send 'done'");
         ok(check, opened->close(), "close the memory");
         ok(check, event->destroy(), "destroy the event");

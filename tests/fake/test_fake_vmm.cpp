@@ -22,6 +22,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 using cudyn::AccessFlags;
 using cudyn::AddressRange;
@@ -120,6 +121,17 @@ TEST_CASE("two mappings of one physical allocation see the same bytes", "[emulat
         std::uint32_t word = 0;
         std::memcpy(&word, reinterpret_cast<const void*>(first.address()), sizeof word);
         CHECK(word == 0xC0FFEEu);
+
+        // The mappings as DeviceSpans: a copy from one lands in the other's bytes.
+        auto first_words = take(first.device_span<std::uint32_t>());
+        auto second_words = take(second.device_span<std::uint32_t>());
+        CHECK(first_words.data() == first.address());
+        CHECK(first_words.size() == 2 * kMiB / 4);
+        require_ok(first_words.fill(5u));
+        CHECK(cudyn_test::all_equal(second.address(), 2 * kMiB, 5u));
+        std::vector<std::uint32_t> back(4);
+        require_ok(take(second_words.subspan(second_words.size() - 4, 4)).copy_to(back));
+        CHECK(back == std::vector<std::uint32_t>(4, 5u));
 
         CHECK(take(first.access(Location::device(0))) == kRW);
         CHECK(take(first.access(Location::device(1))) == AccessFlags::None);

@@ -6,10 +6,13 @@
 #include "../support/catch.hpp"
 #include "../support/ptx_kernels.hpp"
 
+#include "cudyn/allocation_properties.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/device_capabilities.hpp"
+#include "cudyn/device_span.hpp"
 #include "cudyn/driver_call.hpp"
+#include "cudyn/growable_buffer.hpp"
 #include "cudyn/host_registration.hpp"
 #include "cudyn/loader.hpp"
 #include "cudyn/managed_memory_hints.hpp"
@@ -152,6 +155,60 @@ TEST_CASE("DeviceBuffer round-trips and a kernel reads and writes it", "[gpu][de
     CHECK(attributes->range_base == buffer->data());
     CHECK(attributes->range_size == buffer->bytes());
     CHECK(buffer->free().has_value());
+}
+
+TEST_CASE("DeviceSpan: copies and fills on device, mapped, managed and VMM memory, checked by a kernel",
+          "[gpu][device-span]") {
+    auto context = activate_device0();
+    auto kernels = load_kernels();
+    constexpr std::size_t kCount = std::size_t{1} << 20;  // 4 MiB of uint32 per buffer
+    std::vector<std::uint32_t> values(kCount);
+    for (std::size_t i = 0; i < kCount; ++i) values[i] = pattern(i);
+    auto stream = cudyn::Stream::create();
+    REQUIRE(stream.has_value());
+
+    auto device = cudyn::DeviceBuffer<std::uint32_t>::allocate(kCount);
+    auto mapped = cudyn::MappedBuffer<std::uint32_t>::allocate(kCount);
+    auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(kCount);
+    auto growable = cudyn::GrowableBuffer::create(cudyn::AllocationProperties::device(0), kCount * 4);
+    REQUIRE(device.has_value());
+    REQUIRE(mapped.has_value());
+    REQUIRE(managed.has_value());
+    REQUIRE(growable.has_value());
+    REQUIRE(growable->grow_to(kCount * 4).has_value());
+    auto vmm = growable->device_span<std::uint32_t>();
+    REQUIRE(vmm.has_value());
+    REQUIRE(vmm->size() >= kCount);
+    const auto vmm_words = vmm->subspan(0, kCount).value();
+
+    // Host -> device -> managed -> mapped -> VMM, each hop a span copy; the
+    // kernel's sum at the end and the host's own view of the mapped buffer
+    // say every byte made it.
+    REQUIRE(device->device_span().copy_from_async(values, *stream).has_value());
+    REQUIRE(managed->device_span().copy_from_async(device->device_span(), *stream).has_value());
+    REQUIRE(mapped->device_span().copy_from_async(managed->device_span(), *stream).has_value());
+    REQUIRE(vmm_words.copy_from_async(mapped->device_span(), *stream).has_value());
+    REQUIRE(stream->synchronize().has_value());
+    CHECK(std::equal(values.begin(), values.end(), mapped->begin()));
+    CHECK(device_sum(kernels, vmm_words.data(), kCount) == pattern_sum(kCount, 0));
+    std::vector<std::uint32_t> back(kCount);
+    REQUIRE(vmm_words.copy_to(back).has_value());
+    CHECK(back == values);
+
+    // Fills: a subspan only, the rest untouched; bytes; a 1-byte type.
+    const auto quarter = managed->device_span().subspan(kCount / 4, kCount / 4).value();
+    REQUIRE(quarter.fill_async(3u, *stream).has_value());
+    REQUIRE(stream->synchronize().has_value());
+    CHECK(device_sum(kernels, quarter.data(), quarter.size()) == static_cast<std::uint32_t>(3 * (kCount / 4)));
+    CHECK((*managed)[kCount / 4 - 1] == pattern(kCount / 4 - 1));
+    CHECK((*managed)[kCount / 2] == pattern(kCount / 2));
+    REQUIRE(mapped->device_span().set_bytes(0).has_value());
+    CHECK(std::all_of(mapped->begin(), mapped->end(), [](std::uint32_t word) { return word == 0; }));
+    auto chars = cudyn::DeviceBuffer<unsigned char>::allocate(4 * kCount);
+    REQUIRE(chars.has_value());
+    REQUIRE(chars->device_span().fill(0x01).has_value());
+    CHECK(device_sum(kernels, chars->data(), kCount) == static_cast<std::uint32_t>(0x01010101u * kCount));
+    synchronize();
 }
 
 TEST_CASE("PinnedBuffer feeds stream-ordered copies both ways", "[gpu][pinned]") {
