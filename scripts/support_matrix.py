@@ -95,7 +95,7 @@ def yes_if(condition, otherwise="NotSupported"):
 
 ROWS = [
     ("driver loaded (version, entries resolved, how)", loader_row),
-    ("`DeviceBuffer`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
+    ("`DeviceBuffer`, `DeviceSpan`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
     ("`MappedBuffer` (zero-copy)", feature(lambda d: yes_if(d.cap("can_map_host_memory")))),
     ("`UnifiedBuffer`", feature(lambda d: yes_if(d.cap("managed_memory")))),
     ("advice, `prefetch_to` a device", feature(lambda d: yes_if(d.cap("concurrent_managed_access")))),

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -26,30 +25,15 @@ using namespace cudyn_test;  // FakeDriver, ScopedFault, activate, DriverSnapsho
 
 namespace {
 
-std::vector<std::uint32_t> iota_words(std::size_t n, std::uint32_t first) {
-    std::vector<std::uint32_t> values(n);
-    std::iota(values.begin(), values.end(), first);
-    return values;
-}
-
-// The bytes at a device address, read with the raw driver (not the span under test).
-std::vector<std::uint32_t> raw_read(CUdeviceptr address, std::size_t count) {
-    std::vector<std::uint32_t> values(count);
-    REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoH_v3020, values.data(), address,
-                               count * sizeof(std::uint32_t))
-                .has_value());
-    return values;
-}
-
 // Fill, host round trip and a subspan on one span, synchronously and on `stream`.
 void exercise_span(DeviceSpan<std::uint32_t> span, const cudyn::Stream& stream) {
     REQUIRE(span.size() == 256);
     REQUIRE(span.fill(0xA5A5A5A5u).has_value());
-    CHECK(raw_read(span.data(), 256) == std::vector<std::uint32_t>(256, 0xA5A5A5A5u));
+    CHECK(read_device(span.data(), 256) == std::vector<std::uint32_t>(256, 0xA5A5A5A5u));
 
-    const auto values = iota_words(256, 40);
+    const auto values = iota_vector(256, 40);
     REQUIRE(span.copy_from(values).has_value());
-    CHECK(raw_read(span.data(), 256) == values);
+    CHECK(read_device(span.data(), 256) == values);
     std::vector<std::uint32_t> back(256);
     REQUIRE(span.copy_to(back).has_value());
     CHECK(back == values);
@@ -65,7 +49,7 @@ void exercise_span(DeviceSpan<std::uint32_t> span, const cudyn::Stream& stream) 
     REQUIRE(middle->copy_to_async(middle_back, stream).has_value());
     REQUIRE(stream.synchronize().has_value());
     CHECK(middle_back == std::vector<std::uint32_t>{1, 2, 3, 0, 0, 0, 0, 0, 0, 0});
-    const auto all = raw_read(span.data(), 256);
+    const auto all = read_device(span.data(), 256);
     CHECK(all[99] == 139);  // untouched either side
     CHECK(all[110] == 150);
 }
@@ -118,7 +102,7 @@ TEST_CASE("DeviceSpan copies and fills device, mapped, managed and registered me
         REQUIRE(first_half.has_value());
         REQUIRE(first_half->fill(1u).has_value());
         REQUIRE(device->device_span().copy_from(*first_half).has_value());
-        const auto words = raw_read(device->data(), 256);
+        const auto words = read_device(device->data(), 256);
         CHECK(words[127] == 1);
         CHECK(words[128] == 9);
 

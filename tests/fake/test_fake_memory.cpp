@@ -30,21 +30,6 @@ namespace {
 
 constexpr std::size_t kHuge = std::numeric_limits<std::size_t>::max() / 4 + 1;  // * sizeof(uint32_t) overflows
 
-std::vector<std::uint32_t> iota_vector(std::size_t n, std::uint32_t first) {
-    std::vector<std::uint32_t> values(n);
-    std::iota(values.begin(), values.end(), first);
-    return values;
-}
-
-// What a kernel would read at a device address: the bytes through cuMemcpyDtoH.
-std::vector<std::uint32_t> read_device(CUdeviceptr address, std::size_t count) {
-    std::vector<std::uint32_t> values(count);
-    REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoH_v3020, values.data(), address,
-                               count * sizeof(std::uint32_t))
-                .has_value());
-    return values;
-}
-
 // Every injected failure of one of `entries` makes `construct` fail with the
 // injected code and leaves no live allocation.
 template <typename Construct>

@@ -1,15 +1,19 @@
 // Helpers shared by the fake-driver memory suites (test_fake_memory.cpp,
-// test_fake_managed.cpp): a current context, error checks, leak accounting.
+// test_fake_managed.cpp, test_fake_device_span.cpp): a current context,
+// device words read raw, error checks, leak accounting.
 #pragma once
 
 #include "catch.hpp"
 #include "fake_driver.hpp"
 
 #include "cudyn/device.hpp"
+#include "cudyn/driver_call.hpp"
 #include "cudyn/error.hpp"
 #include "cudyn/primary_context.hpp"
 
+#include <cstdint>
 #include <initializer_list>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +28,23 @@ inline cudyn::PrimaryContext activate(int ordinal) {
     auto context = cudyn::PrimaryContext::activate(*device);
     REQUIRE(context.has_value());
     return std::move(*context);
+}
+
+// n consecutive words from `first`.
+inline std::vector<std::uint32_t> iota_vector(std::size_t n, std::uint32_t first) {
+    std::vector<std::uint32_t> values(n);
+    std::iota(values.begin(), values.end(), first);
+    return values;
+}
+
+// What a kernel would read at a device address: `count` words through a raw
+// cuMemcpyDtoH (not through the cudyn type under test).
+inline std::vector<std::uint32_t> read_device(CUdeviceptr address, std::size_t count) {
+    std::vector<std::uint32_t> values(count);
+    REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoH_v3020, values.data(), address,
+                               count * sizeof(std::uint32_t))
+                .has_value());
+    return values;
 }
 
 // The failure's code is `code` and its description mentions `mentions`.
