@@ -432,6 +432,56 @@ const CaseRegistrar managed_prefetch_case({"memory/managed-prefetch",
                                            "fault-driven kernel read vs prefetch_to + read",
                                            true, managed_prefetch});
 
+// Advice is a host-side bookkeeping call (no migration): per call, cudyn's
+// location checks (the device's CONCURRENT_MANAGED_ACCESS among them) are
+// what could show. Set and unset a preferred location on 2 MiB, in turn.
+CaseResult managed_advise(const Settings& settings) {
+    std::string error;
+    const MemoryFixture* f = fixture(error);
+    if (f == nullptr) return skipped(error);
+    if (!f->caps.concurrent_managed_access)
+        return skipped("device 0 lacks CONCURRENT_MANAGED_ACCESS: no preferred location on it");
+    if (!has_entry(&DriverTable::cuMemAdvise_v12020)) return skipped("the driver lacks cuMemAdvise_v2 (12.2+)");
+    auto buffer = UnifiedBuffer<std::uint32_t>::allocate(2 * kMiB / sizeof(std::uint32_t));
+    if (!buffer) return failed(buffer.error().describe());
+    auto hints = buffer->hints();
+    if (!hints) return failed(hints.error().describe());
+    const CUmemLocation device0 = Location::device(0).to_cu();
+    const CUmemLocation host = Location::host().to_cu();
+    const DriverTable& cu = driver();
+    const auto raw_loop = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const CUresult rc = i % 2 == 0 ? cu.cuMemAdvise_v12020(hints->base(), hints->bytes(),
+                                                                   CU_MEM_ADVISE_SET_PREFERRED_LOCATION, device0)
+                                           : cu.cuMemAdvise_v12020(hints->base(), hints->bytes(),
+                                                                   CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, host);
+            wrong += rc == CUDA_SUCCESS ? 0 : 1;
+        }
+        return wrong;
+    };
+    const auto cudyn_loop = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const auto done = i % 2 == 0 ? hints->set_preferred_location(Location::device(0))
+                                         : hints->unset_preferred_location();
+            wrong += done.has_value() ? 0 : 1;
+        }
+        return wrong;
+    };
+    CaseResult result = compare_loops(settings, 20000, raw_loop, cudyn_loop);
+    if (result.status != Status::Ok) return result;
+    result.operation = "set/unset preferred location on 2 MiB managed vs cuMemAdvise_v2";
+    result.unit = "ns/call";
+    add_target_note(result, "advice", 1.05, false);
+    return result;
+}
+
+const CaseRegistrar managed_advise_case({"memory/managed-advise",
+                                         "ManagedMemoryHints::set/unset_preferred_location on 2 MiB vs raw "
+                                         "cuMemAdvise_v2, per call",
+                                         true, managed_advise});
+
 // =============================================================================
 // 4. PrefetchPlan of 64 ranges vs one raw batch call vs 64 raw calls
 // =============================================================================

@@ -1,10 +1,10 @@
 // cudyn — ManagedMemoryHints: advice and prefetch through whichever location
 // ABI the driver has.
 #include "cudyn/managed_memory_hints.hpp"
-#include "cudyn/device.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/loader.hpp"
 #include "cudyn/owned_memory.hpp"
+#include "device_facts.hpp"
 #include "memory_internal.hpp"
 
 #include <string>
@@ -33,7 +33,7 @@ Result<PreparedLocation> prepare_location(const Location& location, const char* 
         prepared.legacy_device = *legacy;
     }
     if (location.kind() == LocationKind::Device) {
-        auto count = Device::count();
+        auto count = visible_device_count();
         if (!count) return count.error();
         if (location.id() >= *count)
             return Error::invalid_argument(std::string(what) + ": " + location.describe() + " is out of range: " +
@@ -48,11 +48,9 @@ Result<PreparedLocation> prepare_location(const Location& location, const char* 
 // CUDA_ERROR_INVALID_DEVICE otherwise, so it is checked first and named.
 Result<void> require_concurrent_managed_access(const Location& location, const char* entry, const char* what,
                                                const char* consequence) {
-    auto device = Device::get(location.id());
-    if (!device) return device.error();
-    auto concurrent = device->attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+    auto concurrent = concurrent_managed_access(location.id());
     if (!concurrent) return concurrent.error();
-    if (*concurrent == 0)
+    if (!*concurrent)
         return Error::not_supported(entry, std::string(what) + ": " + location.describe() +
                                                " lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: " + consequence);
     return ok();
@@ -111,19 +109,25 @@ Result<ManagedMemoryHints> ManagedMemoryHints::subrange(std::size_t offset, std:
 }
 
 Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> advices) const {
-    std::vector<detail::PreparedLocation> prepared;
-    prepared.reserve(advices.size());
+    // Every advice is prepared before the first is issued. Policies are one
+    // or two advices: those stay on the stack (a heap block per call was a
+    // measurable part of an advice's cost).
+    constexpr std::size_t kOnStack = 4;
+    detail::PreparedLocation on_stack[kOnStack];
+    std::vector<detail::PreparedLocation> on_heap;
+    if (advices.size() > kOnStack) on_heap.resize(advices.size());
+    detail::PreparedLocation* prepared = advices.size() > kOnStack ? on_heap.data() : on_stack;
+    std::size_t count = 0;
     for (const ManagedAdvice& step : advices) {
         if (step.advice < CU_MEM_ADVISE_SET_READ_MOSTLY || step.advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
             return Error::invalid_argument("ManagedMemoryHints::advise: advice " +
                                            std::to_string(static_cast<int>(step.advice)) + " is not a CUmem_advise");
         auto target = detail::prepare_advice_location(step.advice, step.location, "ManagedMemoryHints::advise: location");
         if (!target) return target.error();
-        prepared.push_back(*target);
+        prepared[count++] = *target;
     }
-    std::size_t i = 0;
-    for (const ManagedAdvice& step : advices)
-        CUDYN_TRY(detail::issue_advice(base_, bytes_, step.advice, prepared[i++]));
+    for (std::size_t i = 0; i < count; ++i)
+        CUDYN_TRY(detail::issue_advice(base_, bytes_, advices.begin()[i].advice, prepared[i]));
     return ok();
 }
 

@@ -1,8 +1,8 @@
 // cudyn — PrefetchPlan: one cuMemPrefetchBatchAsync where the driver and the
 // stream allow it, one prefetch per range otherwise.
 #include "cudyn/prefetch_plan.hpp"
-#include "cudyn/device.hpp"
 #include "cudyn/driver_call.hpp"
+#include "device_facts.hpp"
 #include "memory_internal.hpp"
 
 #include <algorithm>
@@ -20,13 +20,11 @@ bool batch_usable(StreamRef stream, const std::vector<detail::PreparedLocation>&
     if (!has_entry(&DriverTable::cuMemPrefetchBatchAsync_v13000) || stream.is_legacy_default()) return false;
     for (const detail::PreparedLocation& target : targets)
         if (!target.location_abi) return false;
-    auto count = Device::count();
+    auto count = detail::visible_device_count();
     if (!count) return false;
     for (int ordinal = 0; ordinal < *count; ++ordinal) {
-        auto device = Device::get(ordinal);
-        if (!device) return false;
-        auto concurrent = device->attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
-        if (!concurrent || *concurrent == 0) return false;
+        auto concurrent = detail::concurrent_managed_access(ordinal);
+        if (!concurrent || !*concurrent) return false;
     }
     return true;
 }

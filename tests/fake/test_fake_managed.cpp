@@ -6,11 +6,15 @@
 // the entry that served it and the location decoded, so every test checks the
 // location's type AND id (a zeroed location silently meaning device 0 is the
 // bug this guards against). Suites run with FAKECUDA_DEVICES=2 and
-// FAKECUDA_NUMA_NODES=2.
+// FAKECUDA_NUMA_NODES=2; the [managed-partial] topic also with device 1
+// lacking CONCURRENT_MANAGED_ACCESS from the start (FAKECUDA_ATTR=89:0@1),
+// since cudyn reads that attribute once per device, as a real driver never
+// changes it.
 #include "../support/catch.hpp"
 #include "../support/fake_driver.hpp"
 #include "../support/fake_memory_helpers.hpp"
 
+#include "cudyn/device.hpp"
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/location.hpp"
@@ -87,6 +91,19 @@ struct ManagedFixture {
     }
     CUdeviceptr base() const { return buffer.device_pointer(); }
 };
+
+// The [managed-partial] topic's machine: device 0 with concurrent managed
+// access, device 1 without (what its Meson test sets up).
+void require_partial_concurrent_access() {
+    for (int ordinal : {0, 1}) {
+        auto device = cudyn::Device::get(ordinal);
+        REQUIRE(device.has_value());
+        auto concurrent = device->attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+        REQUIRE(concurrent.has_value());
+        INFO("device " << ordinal);
+        REQUIRE(*concurrent == (ordinal == 0 ? 1 : 0));
+    }
+}
 
 }  // namespace
 
@@ -402,17 +419,35 @@ TEST_CASE("prefetch_range is bounds-checked before any driver call", "[emulated]
     CHECK(fake.prefetch(0).size == 4);
 }
 
+TEST_CASE("advice and prefetch read a device's facts from the driver once", "[emulated][cuda11][legacy][managed]") {
+    ManagedFixture f;
+    // The first use may ask (or another test in this process already did).
+    REQUIRE(f.hints.set_preferred_location(Location::device(1)).has_value());
+    REQUIRE(f.hints.prefetch_to(Location::device(0), f.stream).has_value());
+    const DriverSnapshot before({"cuDeviceGetAttribute", "cuDeviceGetCount", "cuDeviceGet"});
+    for (int i = 0; i < 3; ++i) {
+        REQUIRE(f.hints.set_preferred_location(Location::device(1)).has_value());
+        REQUIRE(f.hints.set_accessed_by(Location::device(0)).has_value());
+        REQUIRE(f.hints.prefetch_to(Location::device(1), f.stream).has_value());
+    }
+    CHECK(before.calls_since("cuDeviceGetAttribute") == 0);
+    CHECK(before.calls_since("cuDeviceGetCount") == 0);
+    CHECK(before.calls_since("cuDeviceGet") == 0);
+    // An ordinal out of range is still refused with the count in the message.
+    require_error(f.hints.set_preferred_location(Location::device(2)), ErrorCode::InvalidArgument,
+                  "device 2 is out of range: 2 device(s) visible");
+}
+
 TEST_CASE("advice that places or maps memory on a device without concurrent managed access is NotSupported",
-          "[emulated][cuda11][legacy][managed]") {
+          "[emulated][cuda11][legacy][managed-partial]") {
     const FakeDriver& fake = FakeDriver::loaded();
     ManagedFixture f;
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
+    require_partial_concurrent_access();
     auto preferred = f.hints.set_preferred_location(Location::device(1));
     auto accessed = f.hints.set_accessed_by(Location::device(1));
     auto read_mostly = f.hints.set_read_mostly();                           // takes no device
     auto on_host = f.hints.set_preferred_location(Location::host());       // needs no device attribute
-    auto on_other = f.hints.set_accessed_by(Location::device(0));          // device 0 still has it
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1);
+    auto on_other = f.hints.set_accessed_by(Location::device(0));          // device 0 has it
     require_error(preferred, ErrorCode::NotSupported, "device 1 lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
     require_error(accessed, ErrorCode::NotSupported, "preferred location or mapping");
     CHECK(read_mostly.has_value());
@@ -426,16 +461,15 @@ TEST_CASE("advice that places or maps memory on a device without concurrent mana
 }
 
 TEST_CASE("prefetch to a device without concurrent managed access is NotSupported",
-          "[emulated][cuda11][legacy][prefetch]") {
+          "[emulated][cuda11][legacy][managed-partial]") {
     const FakeDriver& fake = FakeDriver::loaded();
     ManagedFixture f;
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
+    require_partial_concurrent_access();
     const DriverSnapshot before({"cuMemPrefetchAsync", "cuMemPrefetchAsync_v2"});
     auto refused = f.hints.prefetch_to(Location::device(1), CUstream{nullptr});
     auto ranged = f.hints.prefetch_range(0, 4096, Location::device(1), CUstream{nullptr});
     auto host = f.hints.prefetch_to(Location::host(), CUstream{nullptr});       // needs no device attribute
-    auto other = f.hints.prefetch_to(Location::device(0), CUstream{nullptr});  // device 0 still has it
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1);
+    auto other = f.hints.prefetch_to(Location::device(0), CUstream{nullptr});  // device 0 has it
     require_error(refused, ErrorCode::NotSupported, "device 1 lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
     require_error(ranged, ErrorCode::NotSupported, "CONCURRENT_MANAGED_ACCESS");
     CHECK(refused.error().entry_point == prefetch_entry());
@@ -516,17 +550,19 @@ TEST_CASE("PrefetchPlan falls back to one call per range where the batch cannot 
     check_record(fake.prefetch(0), "cuMemPrefetchAsync_v2", f.base(), 4096, kDevice, 1);
     check_record(fake.prefetch(1), "cuMemPrefetchAsync_v2", f.base() + 4096, 4096, kHost, 0);
     check_record(fake.prefetch(3), "cuMemPrefetchAsync_v2", f.base() + 3 * 4096, 4096, kHost, 0);
+}
 
+TEST_CASE("PrefetchPlan goes range by range when any device lacks concurrent managed access",
+          "[emulated][managed-partial]") {
+    ManagedFixture f;
+    require_partial_concurrent_access();
     // The batch needs CONCURRENT_MANAGED_ACCESS on every device, not only the
     // targets: with device 1 lacking it, a host-only plan goes range by range.
     cudyn::PrefetchPlan host_only;
     REQUIRE(host_only.add(f.hints, Location::host()).has_value());
     REQUIRE(host_only.add(f.hints, Location::host_numa(0)).has_value());
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
     const DriverSnapshot before({"cuMemPrefetchBatchAsync", "cuMemPrefetchAsync_v2"});
-    auto executed = host_only.execute(f.stream);
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1);
-    REQUIRE(executed.has_value());
+    REQUIRE(host_only.execute(f.stream).has_value());
     CHECK(before.calls_since("cuMemPrefetchBatchAsync") == 0);
     CHECK(before.calls_since("cuMemPrefetchAsync_v2") == 2);
 }
@@ -566,15 +602,6 @@ TEST_CASE("PrefetchPlan checks every location before the first prefetch", "[emul
     CHECK(plan.empty());
 
     REQUIRE(plan.add(f.hints, Location::host()).has_value());
-    REQUIRE(plan.add(f.hints, Location::device(1)).has_value());
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
-    auto refused = plan.execute(f.stream);
-    fake.set_attribute(1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1);
-    require_error(refused, ErrorCode::NotSupported, "device 1 lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
-    CHECK(fake.prefetch_count() == 0);
-
-    plan.clear();
-    REQUIRE(plan.add(f.hints, Location::host()).has_value());
     REQUIRE(plan.add(f.hints, Location::host_numa(1)).has_value());
     auto numa = plan.execute(f.stream);
     if (location_abi()) {
@@ -584,4 +611,17 @@ TEST_CASE("PrefetchPlan checks every location before the first prefetch", "[emul
         require_error(numa, ErrorCode::NotSupported, "host NUMA node 1");
         CHECK(fake.prefetch_count() == 0);
     }
+}
+
+TEST_CASE("PrefetchPlan refuses a device without concurrent managed access before the first prefetch",
+          "[emulated][cuda11][legacy][managed-partial]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    ManagedFixture f;
+    require_partial_concurrent_access();
+    cudyn::PrefetchPlan plan;
+    REQUIRE(plan.add(f.hints, Location::host()).has_value());
+    REQUIRE(plan.add(f.hints, Location::device(1)).has_value());
+    require_error(plan.execute(f.stream), ErrorCode::NotSupported,
+                  "device 1 lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
+    CHECK(fake.prefetch_count() == 0);
 }

@@ -164,7 +164,7 @@ void default_attributes(Device& d, int ordinal) {
 }
 
 void apply_attribute_overrides(State& st, const char* spec) {
-    // "id:value,id:value"
+    // "id:value,id:value@device": every device, or only the one after '@'.
     const char* p = spec;
     while (*p) {
         while (*p == ',' || *p == ' ' || *p == ';') ++p;
@@ -182,11 +182,21 @@ void apply_attribute_overrides(State& st, const char* spec) {
             return;
         }
         p = end;
+        long only = -1;
+        if (*p == '@') {
+            only = std::strtol(p + 1, &end, 0);
+            if (end == p + 1 || only < 0 || only >= static_cast<long>(st.devices.size())) {
+                std::fprintf(stderr, "fakecuda: FAKECUDA_ATTR: bad device near '%s'\n", p);
+                return;
+            }
+            p = end;
+        }
         if (id <= 0 || id >= CU_DEVICE_ATTRIBUTE_MAX) {
             std::fprintf(stderr, "fakecuda: FAKECUDA_ATTR: attribute %ld out of range\n", id);
             continue;
         }
-        for (auto& d : st.devices) d.attr[static_cast<std::size_t>(id)] = static_cast<int>(value);
+        for (std::size_t i = 0; i < st.devices.size(); ++i)
+            if (only < 0 || static_cast<std::size_t>(only) == i) st.devices[i].attr[static_cast<std::size_t>(id)] = static_cast<int>(value);
     }
 }
 
