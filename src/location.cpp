@@ -3,11 +3,9 @@
 
 namespace cudyn {
 
-Result<void> Location::validate(const char* what) const {
-    if (id_ < 0)
-        return Error::invalid_argument(std::string(what) + ": " + describe() + " is not valid (negative " +
-                                       (kind_ == LocationKind::Device ? "device ordinal" : "NUMA node") + ")");
-    return ok();
+Error Location::invalid_error(const char* what) const {
+    return Error::invalid_argument(std::string(what) + ": " + describe() + " is not valid (negative " +
+                                   (kind_ == LocationKind::Device ? "device ordinal" : "NUMA node") + ")");
 }
 
 CUmemLocation Location::to_cu() const noexcept {

@@ -21,8 +21,9 @@ namespace {
 Result<PreparedLocation> prepare_location(const Location& location, const char* what, bool location_abi,
                                           const char* v1_entry) {
     CUDYN_TRY(location.validate(what));
-    // With no usable driver neither ABI is resolved: say why, not "NotSupported".
-    CUDYN_TRY(driver_status());
+    // With no usable driver neither ABI is resolved: say why, not
+    // "NotSupported". (A resolved _v2 entry already says the driver is usable.)
+    if (!location_abi) CUDYN_TRY(driver_status());
     PreparedLocation prepared;
     prepared.location_abi = location_abi;
     if (location_abi) {
@@ -108,6 +109,12 @@ Result<ManagedMemoryHints> ManagedMemoryHints::subrange(std::size_t offset, std:
     return ManagedMemoryHints(base_ + offset, bytes);
 }
 
+Result<void> ManagedMemoryHints::advise_one(CUmem_advise advice, const Location& location) const {
+    auto target = detail::prepare_advice_location(advice, location, "ManagedMemoryHints::advise: location");
+    if (!target) return target.error();
+    return detail::issue_advice(base_, bytes_, advice, *target);
+}
+
 Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> advices) const {
     // Every advice is prepared before the first is issued. Policies are one
     // or two advices: those stay on the stack (a heap block per call was a
@@ -132,22 +139,22 @@ Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> adv
 }
 
 Result<void> ManagedMemoryHints::set_read_mostly() const {
-    return advise({{CU_MEM_ADVISE_SET_READ_MOSTLY, Location::host()}});
+    return advise_one(CU_MEM_ADVISE_SET_READ_MOSTLY, Location::host());
 }
 Result<void> ManagedMemoryHints::unset_read_mostly() const {
-    return advise({{CU_MEM_ADVISE_UNSET_READ_MOSTLY, Location::host()}});
+    return advise_one(CU_MEM_ADVISE_UNSET_READ_MOSTLY, Location::host());
 }
 Result<void> ManagedMemoryHints::set_preferred_location(const Location& location) const {
-    return advise({{CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location}});
+    return advise_one(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location);
 }
 Result<void> ManagedMemoryHints::unset_preferred_location() const {
-    return advise({{CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, Location::host()}});
+    return advise_one(CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, Location::host());
 }
 Result<void> ManagedMemoryHints::set_accessed_by(const Location& location) const {
-    return advise({{CU_MEM_ADVISE_SET_ACCESSED_BY, location}});
+    return advise_one(CU_MEM_ADVISE_SET_ACCESSED_BY, location);
 }
 Result<void> ManagedMemoryHints::unset_accessed_by(const Location& location) const {
-    return advise({{CU_MEM_ADVISE_UNSET_ACCESSED_BY, location}});
+    return advise_one(CU_MEM_ADVISE_UNSET_ACCESSED_BY, location);
 }
 
 Result<void> ManagedMemoryHints::prefetch_to(const Location& location, StreamRef stream) const {

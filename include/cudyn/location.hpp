@@ -30,7 +30,10 @@ public:
     bool is_host() const noexcept { return kind_ != LocationKind::Device; }
 
     // InvalidArgument naming `what` when the id is negative.
-    Result<void> validate(const char* what) const;
+    Result<void> validate(const char* what) const {
+        if (id_ < 0) return invalid_error(what);
+        return ok();
+    }
 
     // The CUmemLocation with type and id both set: a zeroed CUmemLocation
     // silently means device 0, a bug peers have shipped.
@@ -50,6 +53,7 @@ public:
 
 private:
     Location(LocationKind kind, int id) noexcept : kind_(kind), id_(id) {}
+    Error invalid_error(const char* what) const;  // out of line: the rare path
     LocationKind kind_;
     int id_;
 };

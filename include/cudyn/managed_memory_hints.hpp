@@ -61,6 +61,9 @@ public:
 
 private:
     ManagedMemoryHints(CUdeviceptr base, std::size_t bytes) noexcept : base_(base), bytes_(bytes) {}
+    // One advice: advise() without the staging a list needs (the named
+    // setters are called often enough for that to show).
+    Result<void> advise_one(CUmem_advise advice, const Location& location) const;
     CUdeviceptr base_;
     std::size_t bytes_;
 };
