@@ -78,7 +78,8 @@ public:
     using element_type = T;
 
     constexpr DeviceSpan() noexcept = default;  // empty
-    // `count` elements at `address`, unchecked (as a pointer and a length).
+    // `count` elements at `address`, taken as given (like a pointer and a
+    // length); an address of 0 or a count of 0 is the empty span.
     constexpr DeviceSpan(CUdeviceptr address, std::size_t count) noexcept
         : address_(count == 0 ? 0 : address), count_(address == 0 ? 0 : count) {}
     // Raw bytes seen as elements: InvalidArgument unless `bytes` is a whole

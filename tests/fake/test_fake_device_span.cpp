@@ -195,6 +195,12 @@ TEST_CASE("DeviceSpan refuses bad input before the driver, naming it", "[emulate
     REQUIRE(span.subspan(8, 8).value().copy_from(front).has_value());
     CHECK(before.calls_since("cuMemcpyDtoD_v2") == 1);
 
+    // A hand-made span whose byte size does not fit size_t never reaches the driver.
+    const DeviceSpan<std::uint32_t> huge(buffer->data(), std::numeric_limits<std::size_t>::max() / 2);
+    require_error(huge.fill(0u), ErrorCode::InvalidArgument, "overflows size_t");
+    require_error(huge.copy_from(host), ErrorCode::InvalidArgument, "overflows size_t");
+    require_error(span.copy_from(huge), ErrorCode::InvalidArgument, "overflows size_t");
+
     // A 32-bit fill over bytes that are not whole, aligned words.
     auto bytes = cudyn::DeviceBuffer<unsigned char>::allocate(10);
     REQUIRE(bytes.has_value());
