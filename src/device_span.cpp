@@ -20,17 +20,22 @@ Error refused(const char* operation, const std::string& what) {
 
 std::string bytes_text(std::size_t bytes) { return std::to_string(bytes) + " bytes"; }
 
-// A span made by hand (DeviceSpan(address, count)) may claim more elements
-// than size_t bytes can count; the driver would then get a wrapped size.
-bool overflows(DeviceExtent extent) { return extent.count > ~std::size_t{0} / extent.element_size; }
+// The byte size of a side of a transfer that is there; `role` names it in
+// errors. A span made by hand (DeviceSpan(address, count)) may claim more
+// elements than size_t bytes can count; the driver would get a wrapped size.
+Result<std::size_t> extent_bytes(const char* operation, DeviceExtent extent, const char* role) {
+    if (extent.address == 0 || extent.count == 0) return refused(operation, std::string(role) + " is empty");
+    if (extent.count > ~std::size_t{0} / extent.element_size)
+        return refused(operation, std::string(role) + "'s size in bytes overflows size_t");
+    return extent.count * extent.element_size;
+}
 
 // The checks shared by both host directions, in a fixed order: a device side
 // that is there, a usable host span, a range inside the device side. Gives the
 // device address and byte count of the transfer.
 Result<DeviceBytes> host_transfer_range(const char* operation, DeviceExtent device, std::size_t offset,
                                         const void* host, std::size_t count, const char* span_name) {
-    if (device.address == 0 || device.count == 0) return refused(operation, "the device span is empty");
-    if (overflows(device)) return refused(operation, "the device span's size in bytes overflows size_t");
+    CUDYN_TRY(extent_bytes(operation, device, "the device span"));
     if (host == nullptr) return refused(operation, std::string(span_name) + " has a null data pointer");
     if (count == 0) return refused(operation, std::string(span_name) + " is empty");
     CUDYN_TRY(check_range(offset, count, device.count, operation));
@@ -59,12 +64,12 @@ Result<void> copy_device_to_host(const char* operation, void* destination, std::
 
 Result<void> copy_device_to_device(const char* operation, DeviceExtent destination, DeviceExtent source,
                                    const StreamRef* stream) {
-    if (destination.address == 0 || destination.count == 0) return refused(operation, "the destination is empty");
-    if (source.address == 0 || source.count == 0) return refused(operation, "source is empty");
-    if (overflows(destination) || overflows(source))
-        return refused(operation, "a span's size in bytes overflows size_t");
-    const std::size_t source_bytes = source.count * source.element_size;
-    const std::size_t destination_bytes = destination.count * destination.element_size;
+    auto destination_size = extent_bytes(operation, destination, "the destination");
+    if (!destination_size) return destination_size.error();
+    auto source_size = extent_bytes(operation, source, "source");
+    if (!source_size) return source_size.error();
+    const std::size_t destination_bytes = *destination_size;
+    const std::size_t source_bytes = *source_size;
     if (source.address == destination.address) return refused(operation, "source is the destination itself");
     if (source_bytes > destination_bytes)
         return refused(operation, "source (" + bytes_text(source_bytes) + ") does not fit the destination (" +
@@ -82,9 +87,9 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
 
 Result<void> set_device_bytes(const char* operation, DeviceExtent destination, std::uint8_t value,
                               const StreamRef* stream) {
-    if (destination.address == 0 || destination.count == 0) return refused(operation, "the destination is empty");
-    if (overflows(destination)) return refused(operation, "the destination's size in bytes overflows size_t");
-    const std::size_t bytes = destination.count * destination.element_size;
+    auto size = extent_bytes(operation, destination, "the destination");
+    if (!size) return size.error();
+    const std::size_t bytes = *size;
     const auto byte = static_cast<unsigned char>(value);
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemsetD8Async_v3020, destination.address, byte, bytes, stream->handle());
@@ -93,9 +98,9 @@ Result<void> set_device_bytes(const char* operation, DeviceExtent destination, s
 
 Result<void> set_device_words(const char* operation, DeviceExtent destination, std::uint32_t value,
                               const StreamRef* stream) {
-    if (destination.address == 0 || destination.count == 0) return refused(operation, "the destination is empty");
-    if (overflows(destination)) return refused(operation, "the destination's size in bytes overflows size_t");
-    const std::size_t bytes = destination.count * destination.element_size;
+    auto size = extent_bytes(operation, destination, "the destination");
+    if (!size) return size.error();
+    const std::size_t bytes = *size;
     // cuMemsetD32 needs a 4-byte-aligned address; say so instead of passing
     // on the driver's bare INVALID_VALUE.
     if (destination.address % 4 != 0 || bytes % 4 != 0)

@@ -116,24 +116,18 @@ Result<void> ManagedMemoryHints::advise_one(CUmem_advise advice, const Location&
 }
 
 Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> advices) const {
-    // Every advice is prepared before the first is issued. Policies are one
-    // or two advices: those stay on the stack (a heap block per call was a
-    // measurable part of an advice's cost).
-    constexpr std::size_t kOnStack = 4;
-    detail::PreparedLocation on_stack[kOnStack];
-    std::vector<detail::PreparedLocation> on_heap;
-    if (advices.size() > kOnStack) on_heap.resize(advices.size());
-    detail::PreparedLocation* prepared = advices.size() > kOnStack ? on_heap.data() : on_stack;
-    std::size_t count = 0;
+    // Every advice is prepared before the first is issued.
+    std::vector<detail::PreparedLocation> prepared;
+    prepared.reserve(advices.size());
     for (const ManagedAdvice& step : advices) {
         if (step.advice < CU_MEM_ADVISE_SET_READ_MOSTLY || step.advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
             return Error::invalid_argument("ManagedMemoryHints::advise: advice " +
                                            std::to_string(static_cast<int>(step.advice)) + " is not a CUmem_advise");
         auto target = detail::prepare_advice_location(step.advice, step.location, "ManagedMemoryHints::advise: location");
         if (!target) return target.error();
-        prepared[count++] = *target;
+        prepared.push_back(*target);
     }
-    for (std::size_t i = 0; i < count; ++i)
+    for (std::size_t i = 0; i < prepared.size(); ++i)
         CUDYN_TRY(detail::issue_advice(base_, bytes_, advices.begin()[i].advice, prepared[i]));
     return ok();
 }

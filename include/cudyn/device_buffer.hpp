@@ -21,7 +21,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 namespace cudyn {
@@ -108,9 +107,7 @@ private:
     }
     Result<void> fill_in(const char* operation, const T& value, const StreamRef* stream) {
         CUDYN_TRY(live(operation));
-        std::uint32_t word = 0;
-        std::memcpy(&word, &value, sizeof word);
-        return detail::set_device_words(operation, extent(), word, stream);
+        return detail::fill_device(operation, extent(), value, stream);
     }
 };
 

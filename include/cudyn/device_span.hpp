@@ -67,6 +67,22 @@ Result<void> check_device_view(CUdeviceptr address, std::size_t bytes, std::size
                                std::size_t alignment);
 Result<void> check_subspan(std::size_t first, std::size_t count, std::size_t size);
 
+// Every element of `destination` set to `value`: cuMemsetD8 for 1-byte
+// elements, cuMemsetD32 (with the value's bits) for 4-byte ones.
+template <typename T>
+Result<void> fill_device(const char* operation, DeviceExtent destination, const T& value, const StreamRef* stream) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 4, "the table fills 1- and 4-byte elements (no cuMemsetD16)");
+    if constexpr (sizeof(T) == 1) {
+        std::uint8_t byte = 0;
+        std::memcpy(&byte, &value, 1);
+        return set_device_bytes(operation, destination, byte, stream);
+    } else {
+        std::uint32_t word = 0;
+        std::memcpy(&word, &value, 4);
+        return set_device_words(operation, destination, word, stream);
+    }
+}
+
 }  // namespace detail
 
 template <typename T>
@@ -137,26 +153,15 @@ public:
     // cuMemsetD32; the table has no 2-byte set).
     template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value) const {
-        return fill_with("DeviceSpan::fill", value, nullptr);
+        return detail::fill_device("DeviceSpan::fill", extent(), value, nullptr);
     }
     template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
     Result<void> fill_async(const T& value, StreamRef stream) const {
-        return fill_with("DeviceSpan::fill_async", value, &stream);
+        return detail::fill_device("DeviceSpan::fill_async", extent(), value, &stream);
     }
 
 private:
     detail::DeviceExtent extent() const noexcept { return {address_, count_, sizeof(T)}; }
-    Result<void> fill_with(const char* operation, const T& value, const StreamRef* stream) const {
-        if constexpr (sizeof(T) == 1) {
-            std::uint8_t byte = 0;
-            std::memcpy(&byte, &value, 1);
-            return detail::set_device_bytes(operation, extent(), byte, stream);
-        } else {
-            std::uint32_t word = 0;
-            std::memcpy(&word, &value, 4);
-            return detail::set_device_words(operation, extent(), word, stream);
-        }
-    }
 
     CUdeviceptr address_ = 0;
     std::size_t count_ = 0;

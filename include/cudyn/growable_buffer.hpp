@@ -91,7 +91,7 @@ public:
     // unmaps them, so take a new span after either.
     template <typename T>
     Result<DeviceSpan<T>> device_span() const {
-        return DeviceSpan<T>::from_bytes(released_ ? 0 : address(), released_ ? 0 : size());
+        return DeviceSpan<T>::from_bytes(address(), released_ ? 0 : size());
     }
     // Bytes mapped: a multiple of chunk_size(). While released, the size
     // restore() will bring back.
