@@ -150,6 +150,52 @@ SUM_REDUCE:
 SUM_DONE:
     ret;
 }
+// delay_fill_u32(ptr, n, value, delay_ns): every thread waits until
+// delay_ns have passed on the GPU's global timer since it started, then
+// ptr[i] = value for i < n (grid-stride). A kernel that holds memory for a
+// known time: what the teardown tests and the driver-facts probe race
+// releases against.
+.visible .entry delay_fill_u32(
+    .param .u64 delay_fill_u32_ptr,
+    .param .u64 delay_fill_u32_n,
+    .param .u32 delay_fill_u32_value,
+    .param .u64 delay_fill_u32_delay
+)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<16>;
+
+    ld.param.u64 %rd1, [delay_fill_u32_ptr];
+    ld.param.u64 %rd2, [delay_fill_u32_n];
+    ld.param.u32 %r1, [delay_fill_u32_value];
+    ld.param.u64 %rd9, [delay_fill_u32_delay];
+    mov.u64 %rd10, %globaltimer;
+    add.u64 %rd11, %rd10, %rd9;
+DELAY_SPIN:
+    mov.u64 %rd12, %globaltimer;
+    setp.lt.u64 %p2, %rd12, %rd11;
+    @%p2 bra DELAY_SPIN;
+    cvta.to.global.u64 %rd3, %rd1;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mov.u32 %r5, %nctaid.x;
+    mul.wide.u32 %rd4, %r2, %r3;
+    cvt.u64.u32 %rd5, %r4;
+    add.u64 %rd4, %rd4, %rd5;
+    mul.wide.u32 %rd6, %r5, %r3;
+DELAY_LOOP:
+    setp.ge.u64 %p1, %rd4, %rd2;
+    @%p1 bra DELAY_DONE;
+    shl.b64 %rd7, %rd4, 2;
+    add.u64 %rd8, %rd3, %rd7;
+    st.global.u32 [%rd8], %r1;
+    add.u64 %rd4, %rd4, %rd6;
+    bra DELAY_LOOP;
+DELAY_DONE:
+    ret;
+}
 )PTX";
 
 namespace {
@@ -164,6 +210,8 @@ cudyn::Result<PtxKernels> PtxKernels::load() {
                                  "update_u32"));
     CUDYN_TRY(cudyn::call_driver(&cudyn::DriverTable::cuModuleGetFunction_v2000, &kernels.sum_, kernels.module_,
                                  "sum_u32"));
+    CUDYN_TRY(cudyn::call_driver(&cudyn::DriverTable::cuModuleGetFunction_v2000, &kernels.delay_fill_,
+                                 kernels.module_, "delay_fill_u32"));
     CUdevice device = 0;
     CUDYN_TRY(cudyn::call_driver(&cudyn::DriverTable::cuCtxGetDevice_v2000, &device));
     CUDYN_TRY(cudyn::call_driver(&cudyn::DriverTable::cuDeviceGetAttribute_v2000, &kernels.multiprocessors_,
@@ -175,6 +223,7 @@ PtxKernels::PtxKernels(PtxKernels&& other) noexcept
     : module_(std::exchange(other.module_, nullptr)),
       update_(other.update_),
       sum_(other.sum_),
+      delay_fill_(other.delay_fill_),
       multiprocessors_(other.multiprocessors_) {}
 
 PtxKernels& PtxKernels::operator=(PtxKernels&& other) noexcept {
@@ -183,6 +232,7 @@ PtxKernels& PtxKernels::operator=(PtxKernels&& other) noexcept {
         module_ = std::exchange(other.module_, nullptr);
         update_ = other.update_;
         sum_ = other.sum_;
+        delay_fill_ = other.delay_fill_;
         multiprocessors_ = other.multiprocessors_;
     }
     return *this;
@@ -219,6 +269,12 @@ cudyn::Result<void> PtxKernels::sum_u32(CUdeviceptr data, std::uint64_t count, C
     // Eight 256-thread blocks per SM fill an H100/H200 SM (2048 threads); each
     // thread keeps four 16-byte loads in flight.
     return launch(sum_, blocks_for(count / 4, 8), stream, parameters);
+}
+
+cudyn::Result<void> PtxKernels::delayed_fill_u32(CUdeviceptr data, std::uint64_t count, std::uint32_t value,
+                                                 std::uint64_t delay_ns, CUstream stream) const {
+    void* parameters[] = {&data, &count, &value, &delay_ns};
+    return launch(delay_fill_, blocks_for(count, 16), stream, parameters);
 }
 
 }  // namespace cudyn_test

@@ -7,6 +7,9 @@
 //   fill_u32(data, n, value)   data[i] = value                    (PTX update_u32, grid-stride)
 //   add_u32(data, n, delta)    data[i] += delta                   (PTX update_u32, grid-stride)
 //   sum_u32(data, n, out)      *out += data[0] + ... + data[n-1]  (PTX sum_u32, mod 2^32)
+//   delayed_fill_u32(data, n, value, delay_ns)
+//                              waits delay_ns on the GPU, then data[i] = value (PTX delay_fill_u32):
+//                              work that still touches memory for a known time
 //
 // sum_u32 is the bandwidth reader: 128-bit loads, four independent loads per
 // grid-stride iteration, a warp-shuffle reduction and one atomic add per warp.
@@ -53,6 +56,11 @@ public:
     cudyn::Result<void> sum_u32(CUdeviceptr data, std::uint64_t count, CUdeviceptr out,
                                 CUstream stream = nullptr) const;
 
+    // Waits `delay_ns` on the GPU's timer, then fills: the kernel is still
+    // running, and writes its memory at the end, for that long.
+    cudyn::Result<void> delayed_fill_u32(CUdeviceptr data, std::uint64_t count, std::uint32_t value,
+                                         std::uint64_t delay_ns, CUstream stream = nullptr) const;
+
     int multiprocessors() const noexcept { return multiprocessors_; }
 
 private:
@@ -65,6 +73,7 @@ private:
     CUmodule module_ = nullptr;
     CUfunction update_ = nullptr;
     CUfunction sum_ = nullptr;
+    CUfunction delay_fill_ = nullptr;
     int multiprocessors_ = 1;
 };
 

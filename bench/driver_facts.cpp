@@ -1,0 +1,459 @@
+// cudyn-driver-facts — what the real driver does about work that is still
+// running: when each no-stream call returns against when its work is done,
+// which release calls wait for a kernel that still uses the memory, what the
+// legacy default stream waits for, and what an idle synchronize costs.
+//
+// These are the facts cudyn's synchronous calls and teardown rules rest on,
+// and the ones the fake driver models (tests/fakecuda). Every call goes
+// through cudyn's raw table, never through the library's memory types, so
+// the answers are the driver's own.
+//
+//   cudyn-driver-facts            every scenario, each in a fresh process
+//   cudyn-driver-facts NAME       one scenario in this process
+//
+// A scenario that races a release against a kernel may lose the context
+// (CUDA_ERROR_ILLEGAL_ADDRESS): that is its answer, and why each one runs in
+// a process of its own. Output: one "fact ..." line per measurement.
+#include "cudyn/cudyn.hpp"
+#include "../tests/support/ptx_kernels.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using cudyn::DriverTable;
+
+double us_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+[[noreturn]] void fail(const char* what, const cudyn::Error& error) {
+    std::printf("fact error %s: %s\n", what, error.describe().c_str());
+    std::exit(1);
+}
+
+template <typename T>
+T must(cudyn::Result<T> result, const char* what) {
+    if (!result) fail(what, result.error());
+    return std::move(*result);
+}
+void must(cudyn::Result<void> result, const char* what) {
+    if (!result) fail(what, result.error());
+}
+
+const DriverTable& cu() { return cudyn::driver(); }
+
+const char* result_name(CUresult rc) {
+    const char* name = nullptr;
+    if (cu().cuGetErrorName_v6000 == nullptr || cu().cuGetErrorName_v6000(rc, &name) != CUDA_SUCCESS || !name)
+        return "?";
+    return name;
+}
+
+struct Session {
+    cudyn::PrimaryContext context;
+    cudyn_test::PtxKernels kernels;
+    CUstream stream = nullptr;  // created, non-blocking
+};
+
+Session open_session() {
+    auto device = must(cudyn::Device::get(0), "Device::get");
+    auto context = must(cudyn::PrimaryContext::activate(device), "activate");
+    auto kernels = must(cudyn_test::PtxKernels::load(), "PtxKernels::load");
+    CUstream stream = nullptr;
+    must(cudyn::call_driver(&DriverTable::cuStreamCreate_v2000, &stream, unsigned{CU_STREAM_NON_BLOCKING}),
+         "cuStreamCreate");
+    return Session{std::move(context), std::move(kernels), stream};
+}
+
+std::size_t free_bytes() {
+    std::size_t free = 0, total = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemGetInfo_v3020, &free, &total), "cuMemGetInfo");
+    return free;
+}
+
+// ---- when no-stream calls return, against when their work is done ------------------
+
+void time_call(const char* name, std::size_t bytes, const std::function<CUresult()>& call) {
+    for (int round = 0; round < 3; ++round) {
+        const auto start = Clock::now();
+        const CUresult rc = call();
+        const double returned = us_since(start);
+        const CUresult synced = cu().cuCtxSynchronize_v2000();
+        const double done = us_since(start);
+        std::printf("fact returns %-26s bytes=%zu round=%d return_us=%.1f done_us=%.1f rc=%s sync=%s\n", name, bytes,
+                    round, returned, done, result_name(rc), result_name(synced));
+    }
+}
+
+int scenario_returns() {
+    Session s = open_session();
+    constexpr std::size_t kGiB = std::size_t{1} << 30;
+    if (free_bytes() < 6 * kGiB) {
+        std::printf("fact skipped returns: under 6 GiB free\n");
+        return 0;
+    }
+    CUdeviceptr device = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &device, 4 * kGiB), "cuMemAlloc 4 GiB");
+    time_call("cuMemsetD32 device", 4 * kGiB, [&] { return cu().cuMemsetD32_v3020(device, 7u, kGiB); });
+    time_call("cuMemsetD8 device", 4 * kGiB, [&] { return cu().cuMemsetD8_v3020(device, 7, 4 * kGiB); });
+    time_call("cuMemcpyDtoD", 2 * kGiB,
+              [&] { return cu().cuMemcpyDtoD_v3020(device + 2 * kGiB, device, 2 * kGiB); });
+    std::vector<unsigned char> pageable(kGiB, 1);
+    time_call("cuMemcpyHtoD pageable", kGiB, [&] { return cu().cuMemcpyHtoD_v3020(device, pageable.data(), kGiB); });
+    time_call("cuMemcpyDtoH pageable", kGiB, [&] { return cu().cuMemcpyDtoH_v3020(pageable.data(), device, kGiB); });
+    void* pinned = nullptr;
+    must(cudyn::call_driver(&DriverTable::cuMemHostAlloc_v2020, &pinned, kGiB, unsigned{CU_MEMHOSTALLOC_DEVICEMAP}),
+         "cuMemHostAlloc 1 GiB");
+    time_call("cuMemcpyHtoD pinned", kGiB, [&] { return cu().cuMemcpyHtoD_v3020(device, pinned, kGiB); });
+    time_call("cuMemcpyDtoH pinned", kGiB, [&] { return cu().cuMemcpyDtoH_v3020(pinned, device, kGiB); });
+    CUdeviceptr mapped = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemHostGetDevicePointer_v3020, &mapped, pinned, 0u), "device pointer");
+    time_call("cuMemsetD32 mapped pinned", kGiB, [&] { return cu().cuMemsetD32_v3020(mapped, 3u, kGiB / 4); });
+    CUdeviceptr managed = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAllocManaged_v6000, &managed, kGiB, unsigned{CU_MEM_ATTACH_GLOBAL}),
+         "cuMemAllocManaged 1 GiB");
+    time_call("cuMemsetD32 managed", kGiB, [&] { return cu().cuMemsetD32_v3020(managed, 5u, kGiB / 4); });
+    // A memset on the legacy stream right after a long kernel on it: the
+    // call itself returns at once, the work waits its turn.
+    must(s.kernels.delayed_fill_u32(device, 1024, 1u, 200'000'000, nullptr), "delayed fill");
+    time_call("cuMemsetD32 4KiB after 200ms kernel", 4096, [&] { return cu().cuMemsetD32_v3020(device, 1u, 1024); });
+    (void)cu().cuMemFree_v3020(managed);
+    (void)cu().cuMemFreeHost_v2000(pinned);
+    (void)cu().cuMemFree_v3020(device);
+    return 0;
+}
+
+// ---- releases raced against a kernel that still uses the memory -----------------------
+
+constexpr std::uint64_t kDelayNs = 300'000'000;  // the kernel writes 300 ms after it starts
+constexpr std::size_t kWords = 1 << 20;          // 4 MiB
+
+// Launches the delayed fill over `target` on `stream`, then releases; reports
+// how long the release took and what the next synchronize says.
+void race(const char* name, Session& s, CUdeviceptr target, CUstream stream, const std::function<CUresult()>& release) {
+    must(s.kernels.delayed_fill_u32(target, kWords, 0xABCDu, kDelayNs, stream), "delayed fill");
+    const auto start = Clock::now();
+    const CUresult rc = release();
+    const double released = us_since(start);
+    const CUresult synced = cu().cuCtxSynchronize_v2000();
+    std::printf("fact release %-22s waited_us=%.0f kernel_us=%.0f rc=%s next_sync=%s\n", name, released,
+                kDelayNs / 1000.0, result_name(rc), result_name(synced));
+}
+
+int scenario_free_device() {
+    Session s = open_session();
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &p, kWords * 4), "cuMemAlloc");
+    race("cuMemFree device", s, p, s.stream, [&] { return cu().cuMemFree_v3020(p); });
+    return 0;
+}
+
+int scenario_free_managed() {
+    Session s = open_session();
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAllocManaged_v6000, &p, kWords * 4, unsigned{CU_MEM_ATTACH_GLOBAL}),
+         "cuMemAllocManaged");
+    race("cuMemFree managed", s, p, s.stream, [&] { return cu().cuMemFree_v3020(p); });
+    return 0;
+}
+
+int scenario_free_host() {
+    Session s = open_session();
+    void* host = nullptr;
+    must(cudyn::call_driver(&DriverTable::cuMemHostAlloc_v2020, &host, kWords * 4, unsigned{CU_MEMHOSTALLOC_DEVICEMAP}),
+         "cuMemHostAlloc");
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemHostGetDevicePointer_v3020, &p, host, 0u), "device pointer");
+    race("cuMemFreeHost", s, p, s.stream, [&] { return cu().cuMemFreeHost_v2000(host); });
+    return 0;
+}
+
+int scenario_unregister() {
+    Session s = open_session();
+    void* host = std::aligned_alloc(4096, kWords * 4);
+    std::memset(host, 0, kWords * 4);
+    must(cudyn::call_driver(&DriverTable::cuMemHostRegister_v6050, host, kWords * 4,
+                            unsigned{CU_MEMHOSTREGISTER_DEVICEMAP}),
+         "cuMemHostRegister");
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemHostGetDevicePointer_v3020, &p, host, 0u), "device pointer");
+    race("cuMemHostUnregister", s, p, s.stream, [&] { return cu().cuMemHostUnregister_v4000(host); });
+    return 0;  // `host` stays allocated: a late write must not land in freed heap memory
+}
+
+struct VmmChunk {
+    CUdeviceptr address = 0;
+    std::size_t size = 0;
+    CUmemGenericAllocationHandle handle = 0;
+};
+
+VmmChunk map_chunk() {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    VmmChunk chunk;
+    must(cudyn::call_driver(&DriverTable::cuMemGetAllocationGranularity_v10020, &chunk.size, &prop,
+                            CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+         "granularity");
+    chunk.size = std::max(chunk.size, kWords * 4);
+    must(cudyn::call_driver(&DriverTable::cuMemAddressReserve_v10020, &chunk.address, chunk.size, std::size_t{0},
+                            CUdeviceptr{0}, 0ULL),
+         "reserve");
+    must(cudyn::call_driver(&DriverTable::cuMemCreate_v10020, &chunk.handle, chunk.size, &prop, 0ULL), "create");
+    must(cudyn::call_driver(&DriverTable::cuMemMap_v10020, chunk.address, chunk.size, std::size_t{0}, chunk.handle,
+                            0ULL),
+         "map");
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    must(cudyn::call_driver(&DriverTable::cuMemSetAccess_v10020, chunk.address, chunk.size, &access, std::size_t{1}),
+         "access");
+    return chunk;
+}
+
+int scenario_unmap() {
+    Session s = open_session();
+    const VmmChunk chunk = map_chunk();
+    race("cuMemUnmap", s, chunk.address, s.stream, [&] { return cu().cuMemUnmap_v10020(chunk.address, chunk.size); });
+    return 0;
+}
+
+int scenario_release_mapped() {
+    // cuMemRelease while still mapped: the memory must live until the unmap.
+    Session s = open_session();
+    const VmmChunk chunk = map_chunk();
+    race("cuMemRelease mapped", s, chunk.address, s.stream, [&] { return cu().cuMemRelease_v10020(chunk.handle); });
+    return 0;
+}
+
+int scenario_stream_destroy() {
+    Session s = open_session();
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &p, kWords * 4), "cuMemAlloc");
+    race("cuStreamDestroy", s, p, s.stream, [&] { return cu().cuStreamDestroy_v4000(s.stream); });
+    std::uint32_t first = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemcpyDtoH_v3020, &first, p, sizeof first), "read back");
+    std::printf("fact release cuStreamDestroy kernel_finished=%d\n", first == 0xABCDu ? 1 : 0);
+    return 0;
+}
+
+int scenario_primary_release() {
+    // The last reference of the primary context let go under a running kernel.
+    Session s = open_session();
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &p, kWords * 4), "cuMemAlloc");
+    must(s.kernels.delayed_fill_u32(p, kWords, 0xABCDu, kDelayNs, s.stream), "delayed fill");
+    const auto start = Clock::now();
+    const auto released = s.context.release();
+    std::printf("fact release primary-context-last waited_us=%.0f kernel_us=%.0f rc=%s\n", us_since(start),
+                kDelayNs / 1000.0, released ? "CUDA_SUCCESS" : released.error().describe().c_str());
+    // The same address range allocated again in a new context: does it come back?
+    auto device = must(cudyn::Device::get(0), "Device::get");
+    auto again = must(cudyn::PrimaryContext::activate(device), "activate again");
+    CUdeviceptr q = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &q, kWords * 4), "cuMemAlloc again");
+    std::printf("fact context-recreate same_address=%d\n", q == p ? 1 : 0);
+    const CUresult stale = cu().cuMemFree_v3020(p);
+    std::printf("fact context-recreate stale_free_rc=%s\n", result_name(stale));
+    return 0;
+}
+
+std::string to_hex(const void* data, std::size_t size) {
+    std::string text;
+    char digits[3];
+    for (std::size_t i = 0; i < size; ++i) {
+        std::snprintf(digits, sizeof digits, "%02x", static_cast<const unsigned char*>(data)[i]);
+        text += digits;
+    }
+    return text;
+}
+
+int run_self(const std::vector<std::string>& arguments, int timeout_s);
+
+int scenario_ipc_close() {
+    Session s = open_session();
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &p, kWords * 4), "cuMemAlloc");
+    CUipcMemHandle handle{};
+    must(cudyn::call_driver(&DriverTable::cuIpcGetMemHandle_v4010, &handle, p), "cuIpcGetMemHandle");
+    const int status = run_self({"ipc-close-child", to_hex(&handle, sizeof handle)}, 60);
+    (void)cu().cuMemFree_v3020(p);
+    return status;
+}
+
+int scenario_ipc_close_child(const char* hex) {
+    Session s = open_session();
+    CUipcMemHandle handle{};
+    for (std::size_t i = 0; i < sizeof handle && hex[2 * i] && hex[2 * i + 1]; ++i) {
+        const char pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
+        handle.reserved[i] = static_cast<char>(std::strtol(pair, nullptr, 16));
+    }
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuIpcOpenMemHandle_v11000, &p, handle,
+                            unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}),
+         "cuIpcOpenMemHandle");
+    race("cuIpcCloseMemHandle", s, p, s.stream, [&] { return cu().cuIpcCloseMemHandle_v4010(p); });
+    return 0;
+}
+
+// ---- what the legacy default stream waits for ----------------------------------------
+
+int scenario_legacy_stream() {
+    Session s = open_session();
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &p, 2 * kWords * 4), "cuMemAlloc");
+    CUstream blocking = nullptr;
+    must(cudyn::call_driver(&DriverTable::cuStreamCreate_v2000, &blocking, unsigned{CU_STREAM_DEFAULT}),
+         "cuStreamCreate blocking");
+    const struct {
+        const char* name;
+        CUstream stream;
+    } cases[] = {{"blocking", blocking}, {"non-blocking", s.stream}};
+    for (const auto& c : cases) {
+        // The kernel writes the first 4 MiB; the memset touches the second.
+        must(s.kernels.delayed_fill_u32(p, kWords, 1u, kDelayNs, c.stream), "delayed fill");
+        auto start = Clock::now();
+        const CUresult sync = cu().cuStreamSynchronize_v2000(CU_STREAM_LEGACY);
+        std::printf("fact legacy cuStreamSynchronize(LEGACY) after-%s-kernel waited_us=%.0f rc=%s\n", c.name,
+                    us_since(start), result_name(sync));
+        must(cudyn::call_driver(&DriverTable::cuCtxSynchronize_v2000), "sync");
+        must(s.kernels.delayed_fill_u32(p, kWords, 1u, kDelayNs, c.stream), "delayed fill");
+        start = Clock::now();
+        const CUresult set = cu().cuMemsetD32_v3020(p + kWords * 4, 2u, kWords);
+        const CUresult set_sync = cu().cuStreamSynchronize_v2000(CU_STREAM_LEGACY);
+        std::printf("fact legacy cuMemsetD32+sync(LEGACY) after-%s-kernel waited_us=%.0f rc=%s/%s\n", c.name,
+                    us_since(start), result_name(set), result_name(set_sync));
+        must(cudyn::call_driver(&DriverTable::cuCtxSynchronize_v2000), "sync");
+    }
+    return 0;
+}
+
+// ---- what an idle synchronize and a small call cost ----------------------------------
+
+template <typename Body>
+void per_call(const char* name, Body body) {
+    constexpr int kCalls = 20000;
+    std::vector<double> rounds;
+    for (int round = 0; round < 7; ++round) {
+        const auto start = Clock::now();
+        for (int i = 0; i < kCalls; ++i) body();
+        rounds.push_back(us_since(start) * 1000.0 / kCalls);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    std::printf("fact cost %-44s min_ns=%.0f median_ns=%.0f max_ns=%.0f\n", name, rounds.front(), rounds[3],
+                rounds.back());
+}
+
+int scenario_costs() {
+    Session s = open_session();
+    CUdeviceptr p = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &p, std::size_t{1} << 20), "cuMemAlloc");
+    std::vector<unsigned char> host(4096, 1);
+    per_call("idle cuCtxSynchronize", [] { (void)cu().cuCtxSynchronize_v2000(); });
+    per_call("idle cuStreamSynchronize(LEGACY)", [] { (void)cu().cuStreamSynchronize_v2000(CU_STREAM_LEGACY); });
+    per_call("idle cuStreamSynchronize(created)", [&] { (void)cu().cuStreamSynchronize_v2000(s.stream); });
+    per_call("cuMemsetD32 4KiB", [&] { (void)cu().cuMemsetD32_v3020(p, 1u, 1024); });
+    (void)cu().cuCtxSynchronize_v2000();
+    per_call("cuMemsetD32 4KiB + sync(LEGACY)", [&] {
+        (void)cu().cuMemsetD32_v3020(p, 1u, 1024);
+        (void)cu().cuStreamSynchronize_v2000(CU_STREAM_LEGACY);
+    });
+    per_call("cuMemsetD32 4KiB + cuCtxSynchronize", [&] {
+        (void)cu().cuMemsetD32_v3020(p, 1u, 1024);
+        (void)cu().cuCtxSynchronize_v2000();
+    });
+    per_call("cuMemcpyHtoD 4KiB pageable", [&] { (void)cu().cuMemcpyHtoD_v3020(p, host.data(), 4096); });
+    per_call("cuMemcpyHtoD 4KiB pageable + sync(LEGACY)", [&] {
+        (void)cu().cuMemcpyHtoD_v3020(p, host.data(), 4096);
+        (void)cu().cuStreamSynchronize_v2000(CU_STREAM_LEGACY);
+    });
+    per_call("cuMemcpyDtoH 4KiB pageable", [&] { (void)cu().cuMemcpyDtoH_v3020(host.data(), p, 4096); });
+    per_call("cuMemcpyDtoD 4KiB", [&] { (void)cu().cuMemcpyDtoD_v3020(p + 8192, p, 4096); });
+    per_call("cuMemcpyDtoD 4KiB + sync(LEGACY)", [&] {
+        (void)cu().cuMemcpyDtoD_v3020(p + 8192, p, 4096);
+        (void)cu().cuStreamSynchronize_v2000(CU_STREAM_LEGACY);
+    });
+    (void)cu().cuMemFree_v3020(p);
+    return 0;
+}
+
+// ---- the driver ------------------------------------------------------------------------
+
+struct Scenario {
+    const char* name;
+    int (*run)();
+};
+const Scenario kScenarios[] = {
+    {"returns", scenario_returns},
+    {"costs", scenario_costs},
+    {"legacy-stream", scenario_legacy_stream},
+    {"free-device", scenario_free_device},
+    {"free-managed", scenario_free_managed},
+    {"free-host", scenario_free_host},
+    {"unregister", scenario_unregister},
+    {"unmap", scenario_unmap},
+    {"release-mapped", scenario_release_mapped},
+    {"stream-destroy", scenario_stream_destroy},
+    {"primary-release", scenario_primary_release},
+    {"ipc-close", scenario_ipc_close},
+};
+
+int run_self(const std::vector<std::string>& arguments, int timeout_s) {
+    std::vector<char*> argv;
+    std::string self = "/proc/self/exe";
+    argv.push_back(self.data());
+    std::vector<std::string> copies = arguments;
+    for (auto& a : copies) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    pid_t pid = 0;
+    if (::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) return 1;
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            std::printf("fact error %s: timed out\n", arguments.front().c_str());
+            return 1;
+        }
+        ::usleep(10000);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (argc == 3 && std::strcmp(argv[1], "ipc-close-child") == 0) return scenario_ipc_close_child(argv[2]);
+    if (argc == 2) {
+        for (const Scenario& s : kScenarios)
+            if (std::strcmp(argv[1], s.name) == 0) return s.run();
+        std::fprintf(stderr, "unknown scenario %s\n", argv[1]);
+        return 2;
+    }
+    int failures = 0;
+    for (const Scenario& s : kScenarios) {
+        std::printf("== %s\n", s.name);
+        failures += run_self({s.name}, 120) != 0;
+    }
+    return failures == 0 ? 0 : 1;
+}
