@@ -2,6 +2,7 @@
 #include "cudyn/device_span.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/owned_memory.hpp"
+#include "memory_internal.hpp"
 
 #include <string>
 
@@ -44,11 +45,17 @@ Result<DeviceBytes> host_transfer_range(const char* operation, DeviceExtent devi
 
 }  // namespace
 
+Result<void> finish_on_legacy_stream(Result<void> issued) {
+    if (!issued) return issued;
+    return call_driver(&DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY);
+}
+
 Result<void> copy_host_to_device(const char* operation, DeviceExtent destination, std::size_t offset,
                                  const void* source, std::size_t count, const StreamRef* stream) {
     auto to = host_transfer_range(operation, destination, offset, source, count, "source");
     if (!to) return to.error();
-    if (stream == nullptr) return call_driver(&DriverTable::cuMemcpyHtoD_v3020, to->address, source, to->bytes);
+    if (stream == nullptr)
+        return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyHtoD_v3020, to->address, source, to->bytes));
     return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to->address, source, to->bytes, stream->handle());
 }
 
@@ -82,7 +89,8 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address, source.address, source_bytes,
                            stream->handle());
-    return call_driver(&DriverTable::cuMemcpyDtoD_v3020, destination.address, source.address, source_bytes);
+    return finish_on_legacy_stream(
+        call_driver(&DriverTable::cuMemcpyDtoD_v3020, destination.address, source.address, source_bytes));
 }
 
 Result<void> set_device_bytes(const char* operation, DeviceExtent destination, std::uint8_t value,
@@ -93,7 +101,7 @@ Result<void> set_device_bytes(const char* operation, DeviceExtent destination, s
     const auto byte = static_cast<unsigned char>(value);
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemsetD8Async_v3020, destination.address, byte, bytes, stream->handle());
-    return call_driver(&DriverTable::cuMemsetD8_v3020, destination.address, byte, bytes);
+    return finish_on_legacy_stream(call_driver(&DriverTable::cuMemsetD8_v3020, destination.address, byte, bytes));
 }
 
 Result<void> set_device_words(const char* operation, DeviceExtent destination, std::uint32_t value,
@@ -109,7 +117,8 @@ Result<void> set_device_words(const char* operation, DeviceExtent destination, s
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,
                            stream->handle());
-    return call_driver(&DriverTable::cuMemsetD32_v3020, destination.address, word, bytes / 4);
+    return finish_on_legacy_stream(
+        call_driver(&DriverTable::cuMemsetD32_v3020, destination.address, word, bytes / 4));
 }
 
 Result<void> check_device_view(CUdeviceptr address, std::size_t bytes, std::size_t element_size,

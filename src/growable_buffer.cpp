@@ -40,20 +40,26 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
         return Error::invalid_argument("GrowableBuffer::create: capacity " + std::to_string(capacity) +
                                        " rounded up to whole chunks overflows");
     CUDYN_TRY(detail::check_grants(properties.location(), options.access.data(), options.access.size()));
+    auto context = detail::OwnerContext::current();
+    if (!context) return context.error();
     auto range = AddressRange::reserve(reserved);
     if (!range) return range.error();
-    return GrowableBuffer(properties, std::move(options.access), chunk, *granularity, std::move(*range));
+    return GrowableBuffer(properties, std::move(options.access), options.teardown, chunk, *granularity,
+                          std::move(*range), std::move(*context));
 }
 
 GrowableBuffer::GrowableBuffer() noexcept = default;
 
-GrowableBuffer::GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access,
-                               std::size_t chunk_size, std::size_t granularity, AddressRange range) noexcept
+GrowableBuffer::GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access, Teardown teardown,
+                               std::size_t chunk_size, std::size_t granularity, AddressRange range,
+                               detail::OwnerContext context) noexcept
     : properties_(properties),
       access_(std::move(access)),
       chunk_size_(chunk_size),
       granularity_(granularity),
-      range_(std::move(range)) {}
+      range_(std::move(range)),
+      context_(std::move(context)),
+      teardown_(teardown) {}
 
 GrowableBuffer::GrowableBuffer(GrowableBuffer&& other) noexcept
     : properties_(other.properties_),
@@ -64,7 +70,9 @@ GrowableBuffer::GrowableBuffer(GrowableBuffer&& other) noexcept
       chunks_(std::move(other.chunks_)),
       released_(std::exchange(other.released_, false)),
       released_chunks_(std::exchange(other.released_chunks_, 0)),
-      saved_(std::move(other.saved_)) {}
+      saved_(std::move(other.saved_)),
+      context_(std::move(other.context_)),
+      teardown_(std::exchange(other.teardown_, Teardown::WaitForDevice)) {}
 
 GrowableBuffer& GrowableBuffer::operator=(GrowableBuffer&& other) noexcept {
     if (this != &other) {
@@ -78,6 +86,8 @@ GrowableBuffer& GrowableBuffer::operator=(GrowableBuffer&& other) noexcept {
         released_ = std::exchange(other.released_, false);
         released_chunks_ = std::exchange(other.released_chunks_, 0);
         saved_ = std::move(other.saved_);
+        context_ = std::move(other.context_);
+        teardown_ = std::exchange(other.teardown_, Teardown::WaitForDevice);
     }
     return *this;
 }
@@ -112,6 +122,7 @@ Result<void> GrowableBuffer::shrink_to(std::size_t bytes) {
     CUDYN_TRY(require_usable("shrink_to"));
     const std::size_t target = bytes / chunk_size_ + (bytes % chunk_size_ != 0 ? 1 : 0);
     if (target >= chunks_.size()) return ok();
+    CUDYN_TRY(wait_for_device());
     return unmap_chunks(target);
 }
 
@@ -137,6 +148,8 @@ Result<void> GrowableBuffer::map_chunks(std::size_t target) {
         if (!memory) return roll_back(std::move(memory).error());
         auto mapping = MappedRange::map(range_, index * chunk_size_, *memory);
         if (!mapping) return roll_back(std::move(mapping).error());
+        // The buffer waits for the device once for all its chunks (wait_for_device).
+        mapping->set_teardown(Teardown::CallerSynchronized);
         chunks_.push_back(std::move(*mapping));
         // The PhysicalMemory goes here; the mapping keeps the handle until it is unmapped.
     }
@@ -156,9 +169,16 @@ Result<void> GrowableBuffer::unmap_chunks(std::size_t target) {
     return first_error;
 }
 
+Result<void> GrowableBuffer::wait_for_device() const {
+    if (teardown_ == Teardown::CallerSynchronized || chunks_.empty()) return ok();
+    return detail::wait_for_device_users(context_, detail::granted_devices(access_.data(), access_.size()));
+}
+
 Result<void> GrowableBuffer::release_physical(Contents contents) {
     if (empty()) return Error::invalid_argument("GrowableBuffer::release_physical: the buffer is empty (moved from)");
     if (released_) return ok();
+    // Before the copy too: work still writing the buffer belongs in the saved bytes.
+    CUDYN_TRY(wait_for_device());
     PinnedBuffer<unsigned char> copy;
     const std::size_t bytes = size();
     if (contents == Contents::Save && bytes != 0) {
@@ -191,13 +211,17 @@ Result<void> GrowableBuffer::restore() {
 }
 
 Result<void> GrowableBuffer::reset() {
-    auto result = unmap_chunks(0);
+    auto result = wait_for_device();
+    // Unmapped even when the wait failed (a faulted context runs no more work).
+    auto unmapped = unmap_chunks(0);
+    if (result.has_value()) result = std::move(unmapped);
     (void)saved_.free();
     released_ = false;
     released_chunks_ = 0;
     // The range is free of mappings now: its last owner frees it.
     auto freed = range_.free();
     if (result.has_value()) result = std::move(freed);
+    context_.reset();
     return result;
 }
 

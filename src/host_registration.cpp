@@ -1,6 +1,8 @@
 // cudyn — HostRegistration: cuMemHostRegister_v2 / cuMemHostUnregister.
 #include "cudyn/host_registration.hpp"
 #include "cudyn/driver_call.hpp"
+
+#include <utility>
 #include "memory_internal.hpp"
 
 namespace cudyn {
@@ -16,8 +18,11 @@ Result<HostRegistration> HostRegistration::register_memory(void* data, std::size
     if (bytes == 0) return Error::invalid_argument("HostRegistration::register_memory: bytes must be non-zero");
     if (flags.device_mapped)
         CUDYN_TRY(detail::require_host_mapping("cuMemHostGetDevicePointer_v2", "HostRegistration (device_mapped)"));
+    auto context = detail::OwnerContext::current();
+    if (!context) return context.error();
     CUDYN_TRY(call_driver(&DriverTable::cuMemHostRegister_v6050, data, bytes, flags.to_cu()));
-    detail::OwnedMemory memory(reinterpret_cast<std::uintptr_t>(data), 0, bytes, unregister_host_memory);
+    detail::OwnedMemory memory(reinterpret_cast<std::uintptr_t>(data), 0, bytes, unregister_host_memory,
+                               std::move(*context));
     if (flags.device_mapped) {
         auto device_pointer = detail::mapped_device_pointer(data);
         if (!device_pointer) return device_pointer.error();  // `memory` unregisters on the way out

@@ -50,15 +50,19 @@ Result<IpcEventDescriptor> IpcEventDescriptor::from_bytes(const void* data, std:
 // ---- event -----------------------------------------------------------------------------------
 
 Result<InterprocessEvent> InterprocessEvent::create() {
+    auto context = detail::OwnerContext::current();
+    if (!context) return context.error();
     CUevent event = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuEventCreate_v2000, &event, kFlags));
-    return InterprocessEvent(event, false);
+    return InterprocessEvent(event, false, std::move(*context));
 }
 
 Result<InterprocessEvent> InterprocessEvent::open(const IpcEventDescriptor& descriptor) {
     if (descriptor.exported_by_this_process())
         return Error::invalid_argument(
             "InterprocessEvent::open: the descriptor was exported by this process (use the event itself)");
+    auto context = detail::OwnerContext::current();
+    if (!context) return context.error();
     CUevent event = nullptr;
     if (auto opened = call_driver(&DriverTable::cuIpcOpenEventHandle_v4010, &event, descriptor.handle().to_cu());
         !opened) {
@@ -68,17 +72,20 @@ Result<InterprocessEvent> InterprocessEvent::open(const IpcEventDescriptor& desc
             error.message += ": the exporter may have destroyed the event or exited";
         return error;
     }
-    return InterprocessEvent(event, true);
+    return InterprocessEvent(event, true, std::move(*context));
 }
 
 InterprocessEvent::InterprocessEvent(InterprocessEvent&& other) noexcept
-    : event_(std::exchange(other.event_, nullptr)), opened_(std::exchange(other.opened_, false)) {}
+    : event_(std::exchange(other.event_, nullptr)),
+      opened_(std::exchange(other.opened_, false)),
+      context_(std::move(other.context_)) {}
 
 InterprocessEvent& InterprocessEvent::operator=(InterprocessEvent&& other) noexcept {
     if (this != &other) {
         (void)destroy();
         event_ = std::exchange(other.event_, nullptr);
         opened_ = std::exchange(other.opened_, false);
+        context_ = std::move(other.context_);
     }
     return *this;
 }
@@ -133,7 +140,13 @@ Result<bool> InterprocessEvent::query() const {
 Result<void> InterprocessEvent::destroy() {
     if (event_ == nullptr) return ok();
     opened_ = false;
-    return call_driver(&DriverTable::cuEventDestroy_v4000, std::exchange(event_, nullptr));
+    Result<void> destroyed = ok();
+    {
+        const detail::ContextScope scope(context_);
+        destroyed = call_driver(&DriverTable::cuEventDestroy_v4000, std::exchange(event_, nullptr));
+    }
+    context_.reset();
+    return destroyed;
 }
 
 }  // namespace cudyn

@@ -157,10 +157,19 @@ Result<void> ManagedMemoryHints::prefetch_to(const Location& location, StreamRef
     return detail::issue_prefetch(base_, bytes_, *target, stream.handle());
 }
 
+Result<void> ManagedMemoryHints::prefetch_to(const Location& location) const {
+    return detail::finish_on_legacy_stream(prefetch_to(location, StreamRef(CU_STREAM_LEGACY)));
+}
+
 Result<void> ManagedMemoryHints::prefetch_range(std::size_t offset, std::size_t bytes, const Location& location,
                                                 StreamRef stream) const {
     CUDYN_TRY(detail::check_range(offset, bytes, bytes_, "ManagedMemoryHints::prefetch_range"));
     return ManagedMemoryHints(base_ + offset, bytes).prefetch_to(location, stream);
+}
+
+Result<void> ManagedMemoryHints::prefetch_range(std::size_t offset, std::size_t bytes,
+                                                const Location& location) const {
+    return detail::finish_on_legacy_stream(prefetch_range(offset, bytes, location, StreamRef(CU_STREAM_LEGACY)));
 }
 
 }  // namespace cudyn

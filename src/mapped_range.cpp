@@ -2,6 +2,9 @@
 // with bounds, granularity and overlap checked first.
 #include "cudyn/mapped_range.hpp"
 
+#include "cudyn/device.hpp"
+#include "cudyn/primary_context.hpp"
+
 #include "vmm_detail.hpp"
 
 #include <string>
@@ -28,6 +31,8 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
         return Error::invalid_argument("MappedRange::map: the range address is not aligned to the memory's "
                                        "granularity " + std::to_string(granularity) +
                                        " (reserve with alignment 0 or a multiple of it)");
+    auto context = detail::OwnerContext::current();
+    if (!context) return context.error();
     std::size_t clash = 0;
     if (!range.reservation_->claim(offset, bytes, &clash))
         return Error::invalid_argument("MappedRange::map: " + std::to_string(bytes) + " bytes at offset " +
@@ -38,7 +43,7 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
         range.reservation_->unclaim(offset);
         return mapped.error();
     }
-    return MappedRange(range.reservation_, memory.memory_, address, offset, bytes);
+    return MappedRange(range.reservation_, memory.memory_, address, offset, bytes, std::move(*context));
 }
 
 Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,
@@ -57,8 +62,13 @@ Result<MappedRange> MappedRange::map_with_access(const AddressRange& range, std:
     if (!memory.empty()) CUDYN_TRY(detail::check_grants(memory.properties()->location(), grants, count));
     auto mapping = map(range, offset, memory);
     if (!mapping) return mapping;
-    // On failure the local mapping unmaps itself on the way out.
-    CUDYN_TRY(detail::apply_access(mapping->address_, mapping->size_, grants, count));
+    // On failure the local mapping unmaps itself on the way out (no work can
+    // have used an inaccessible mapping: nothing to wait for).
+    if (auto access = detail::apply_access(mapping->address_, mapping->size_, grants, count); !access) {
+        mapping->set_teardown(Teardown::CallerSynchronized);
+        return std::move(access).error();
+    }
+    mapping->users_ |= detail::granted_devices(grants, count);
     return mapping;
 }
 
@@ -66,15 +76,23 @@ MappedRange::MappedRange() noexcept = default;
 
 MappedRange::MappedRange(std::shared_ptr<detail::Reservation> reservation,
                          std::shared_ptr<detail::PhysicalHandle> memory, CUdeviceptr address, std::size_t offset,
-                         std::size_t size) noexcept
-    : reservation_(std::move(reservation)), memory_(std::move(memory)), address_(address), offset_(offset), size_(size) {}
+                         std::size_t size, detail::OwnerContext context) noexcept
+    : reservation_(std::move(reservation)),
+      memory_(std::move(memory)),
+      address_(address),
+      offset_(offset),
+      size_(size),
+      context_(std::move(context)) {}
 
 MappedRange::MappedRange(MappedRange&& other) noexcept
     : reservation_(std::move(other.reservation_)),
       memory_(std::move(other.memory_)),
       address_(std::exchange(other.address_, 0)),
       offset_(std::exchange(other.offset_, 0)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      context_(std::move(other.context_)),
+      users_(std::exchange(other.users_, 0)),
+      teardown_(std::exchange(other.teardown_, Teardown::WaitForDevice)) {}
 
 MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
     if (this != &other) {
@@ -84,6 +102,9 @@ MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
         address_ = std::exchange(other.address_, 0);
         offset_ = std::exchange(other.offset_, 0);
         size_ = std::exchange(other.size_, 0);
+        context_ = std::move(other.context_);
+        users_ = std::exchange(other.users_, 0);
+        teardown_ = std::exchange(other.teardown_, Teardown::WaitForDevice);
     }
     return *this;
 }
@@ -106,7 +127,9 @@ Result<void> MappedRange::set_access(const std::vector<AccessGrant>& grants) {
 Result<void> MappedRange::set_access(const AccessGrant* grants, std::size_t count) {
     if (empty()) return Error::invalid_argument("MappedRange::set_access: the mapping is empty (moved from or unmapped)");
     CUDYN_TRY(detail::check_grants(memory_->properties.location(), grants, count));
-    return detail::apply_access(address_, size_, grants, count);
+    CUDYN_TRY(detail::apply_access(address_, size_, grants, count));
+    users_ |= detail::granted_devices(grants, count);
+    return ok();
 }
 
 Result<AccessFlags> MappedRange::access(Location location) const {
@@ -124,7 +147,12 @@ const Location* MappedRange::memory_location() const noexcept {
 
 Result<void> MappedRange::unmap() {
     if (!memory_) return ok();
-    const auto result = call_driver(&DriverTable::cuMemUnmap_v10020, address_, size_);
+    Result<void> result = ok();
+    if (teardown_ == Teardown::WaitForDevice) result = detail::wait_for_device_users(context_, users_);
+    // Unmapped even when the wait failed: a context that faulted runs no more
+    // work, and at exit the driver answers every call with an error.
+    auto unmapped = call_driver(&DriverTable::cuMemUnmap_v10020, address_, size_);
+    if (result.has_value()) result = std::move(unmapped);
     reservation_->unclaim(offset_);
     // Unmap, then drop the handle (released if last), then the reservation
     // (freed if last): the driver's order.
@@ -133,7 +161,60 @@ Result<void> MappedRange::unmap() {
     address_ = 0;
     offset_ = 0;
     size_ = 0;
+    context_.reset();
+    users_ = 0;
     return result;
 }
+
+namespace detail {
+
+std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noexcept {
+    std::uint64_t devices = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        const Location& where = grants[i].location;
+        if (where.kind() == LocationKind::Device && grants[i].flags != AccessFlags::None && where.id() >= 0 &&
+            where.id() < 64)
+            devices |= std::uint64_t{1} << where.id();
+    }
+    return devices;
+}
+
+namespace {
+
+// The primary context of device `ordinal`, synchronized if it is active
+// (retained for the while, so it cannot go away meanwhile).
+Result<void> synchronize_primary_context(int ordinal) {
+    auto device = Device::get(ordinal);
+    if (!device) return device.error();
+    unsigned int flags = 0;
+    int active = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxGetState_v7000, device->handle(), &flags, &active));
+    if (active == 0) return ok();
+    auto context = PrimaryContext::retain(*device);
+    if (!context) return context.error();
+    const ContextScope scope(context->handle());
+    return call_driver(&DriverTable::cuCtxSynchronize_v2000);
+}
+
+}  // namespace
+
+Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devices) {
+    Result<void> result = ok();
+    {
+        const ContextScope scope(owner);
+        result = call_driver(&DriverTable::cuCtxSynchronize_v2000);
+        // No context current (and none held): no work can be running in it.
+        if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
+    }
+    for (int device = 0; device < 64; ++device) {
+        if ((devices & (std::uint64_t{1} << device)) == 0) continue;
+        if (!owner.empty() && owner.device() == static_cast<CUdevice>(device)) continue;
+        auto synchronized = synchronize_primary_context(device);
+        if (!synchronized && result.has_value()) result = std::move(synchronized);
+    }
+    return result;
+}
+
+}  // namespace detail
 
 }  // namespace cudyn

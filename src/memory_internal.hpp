@@ -11,6 +11,19 @@
 
 namespace cudyn::detail {
 
+// --- synchronous calls (device_span.cpp) ----------------------------------------
+
+// What every synchronous cudyn call that enqueues device work does after
+// `issued`: waits for the legacy default stream (cuStreamSynchronize), where
+// the no-stream entries and cudyn's own synchronous forms put their work.
+// The driver's no-stream memsets and device-to-device copies return before
+// the device has done them (measured on an H100: a 4 GiB cuMemsetD32 returned
+// after 5-41 us and finished 1.3 ms later), a copy from pageable host memory
+// once the source is staged; waiting makes "synchronous" mean done, and
+// orders the call before any work the caller enqueues next, on any stream.
+// (Copies to the host need no wait: the driver returns them done.)
+Result<void> finish_on_legacy_stream(Result<void> issued);
+
 // --- device memory (device_buffer.cpp) ----------------------------------------
 
 // cuMemFree_v2: the release function of device and managed allocations.

@@ -77,8 +77,9 @@ Result<OpenedMem> OpenedMem::open(const IpcMemDescriptor& descriptor) {
         return Error::invalid_argument(
             "OpenedMem::open: the descriptor was exported by this process; CUDA does not let a process open its "
             "own IPC handle (use the memory directly)");
-    CUcontext context = nullptr;
-    CUDYN_TRY(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &context));
+    auto owner = detail::OwnerContext::current();
+    if (!owner) return owner.error();
+    const CUcontext context = owner->handle();
     const OpenRecord::Key key{context, descriptor.handle().to_bytes()};
     if (context != nullptr && !open_record().claim(key))
         return Error::invalid_argument(
@@ -90,7 +91,7 @@ Result<OpenedMem> OpenedMem::open(const IpcMemDescriptor& descriptor) {
         return std::move(base).error();
     }
     OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset()), static_cast<std::size_t>(descriptor.size()),
-                     context, descriptor.handle());
+                     std::move(*owner), descriptor.handle());
     // The descriptor's sizes are the exporter's word: check them against what was mapped.
     CUdeviceptr range_base = 0;
     std::size_t range_size = 0;
@@ -108,7 +109,7 @@ OpenedMem::OpenedMem(OpenedMem&& other) noexcept
     : base_(std::exchange(other.base_, 0)),
       offset_(std::exchange(other.offset_, 0)),
       size_(std::exchange(other.size_, 0)),
-      context_(std::exchange(other.context_, nullptr)),
+      context_(std::move(other.context_)),
       handle_(other.handle_) {}
 
 OpenedMem& OpenedMem::operator=(OpenedMem&& other) noexcept {
@@ -117,7 +118,7 @@ OpenedMem& OpenedMem::operator=(OpenedMem&& other) noexcept {
         base_ = std::exchange(other.base_, 0);
         offset_ = std::exchange(other.offset_, 0);
         size_ = std::exchange(other.size_, 0);
-        context_ = std::exchange(other.context_, nullptr);
+        context_ = std::move(other.context_);
         handle_ = other.handle_;
     }
     return *this;
@@ -130,8 +131,16 @@ Result<void> OpenedMem::close() {
     const CUdeviceptr base = std::exchange(base_, 0);
     offset_ = 0;
     size_ = 0;
-    if (context_ != nullptr) open_record().release({std::exchange(context_, nullptr), handle_.to_bytes()});
-    return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base);
+    Result<void> closed = ok();
+    {
+        const detail::ContextScope scope(context_);
+        closed = call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base);
+    }
+    // The handle is open in the context until the driver has closed it: only
+    // then may another open of it go ahead.
+    if (context_.handle() != nullptr) open_record().release({context_.handle(), handle_.to_bytes()});
+    context_.reset();
+    return closed;
 }
 
 }  // namespace cudyn

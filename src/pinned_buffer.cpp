@@ -2,6 +2,8 @@
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/driver_call.hpp"
 
+#include <utility>
+
 namespace cudyn::detail {
 
 namespace {
@@ -14,9 +16,11 @@ Result<OwnedMemory> allocate_pinned_memory(std::size_t count, std::size_t elemen
                                            const char* what) {
     auto bytes = checked_bytes(count, element_size, what);
     if (!bytes) return bytes.error();
+    auto context = OwnerContext::current();
+    if (!context) return context.error();
     void* host = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuMemHostAlloc_v2020, &host, *bytes, flags));
-    return OwnedMemory(reinterpret_cast<std::uintptr_t>(host), 0, *bytes, free_pinned_memory);
+    return OwnedMemory(reinterpret_cast<std::uintptr_t>(host), 0, *bytes, free_pinned_memory, std::move(*context));
 }
 
 }  // namespace cudyn::detail

@@ -83,4 +83,8 @@ Result<void> PrefetchPlan::execute(StreamRef stream) const {
                        batch_locations.data(), first_range.data(), batch_locations.size(), 0ull, stream.handle());
 }
 
+Result<void> PrefetchPlan::execute() const {
+    return detail::finish_on_legacy_stream(execute(StreamRef(CU_STREAM_LEGACY)));
+}
+
 }  // namespace cudyn

@@ -1,20 +1,11 @@
 // cudyn — PrimaryContext: one retain of a device's primary context.
 #include "cudyn/primary_context.hpp"
 #include "cudyn/driver_call.hpp"
+#include "cudyn/owner_context.hpp"
 
 #include <utility>
 
 namespace cudyn {
-
-namespace {
-// cuDevicePrimaryCtxRelease_v2 (11.0+) where present, else the 7.0 form: the
-// table holds both so a CUDA 10 driver still works.
-Result<void> release_primary_context(CUdevice device) {
-    if (has_entry(&DriverTable::cuDevicePrimaryCtxRelease_v11000))
-        return call_driver(&DriverTable::cuDevicePrimaryCtxRelease_v11000, device);
-    return call_driver(&DriverTable::cuDevicePrimaryCtxRelease_v7000, device);
-}
-}  // namespace
 
 Result<PrimaryContext> PrimaryContext::retain(const Device& device) {
     CUcontext context = nullptr;
@@ -51,7 +42,7 @@ Result<void> PrimaryContext::make_current() const {
 Result<void> PrimaryContext::release() {
     if (context_ == nullptr) return ok();
     context_ = nullptr;
-    return release_primary_context(device_.handle());
+    return detail::release_primary_context(device_.handle());
 }
 
 }  // namespace cudyn

@@ -7,20 +7,25 @@
 namespace cudyn {
 
 Result<Stream> Stream::create(bool blocking) {
+    auto context = detail::OwnerContext::current();
+    if (!context) return context.error();
     CUstream stream = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuStreamCreate_v2000, &stream,
                           blocking ? unsigned{CU_STREAM_DEFAULT} : unsigned{CU_STREAM_NON_BLOCKING}));
-    return Stream(stream, true);
+    return Stream(stream, std::move(*context));
 }
 
 Stream::Stream(Stream&& other) noexcept
-    : stream_(std::exchange(other.stream_, nullptr)), owned_(std::exchange(other.owned_, false)) {}
+    : stream_(std::exchange(other.stream_, nullptr)),
+      owned_(std::exchange(other.owned_, false)),
+      context_(std::move(other.context_)) {}
 
 Stream& Stream::operator=(Stream&& other) noexcept {
     if (this != &other) {
         (void)destroy();
         stream_ = std::exchange(other.stream_, nullptr);
         owned_ = std::exchange(other.owned_, false);
+        context_ = std::move(other.context_);
     }
     return *this;
 }
@@ -31,10 +36,23 @@ Result<void> Stream::synchronize() const {
     return call_driver(&DriverTable::cuStreamSynchronize_v2000, stream_);
 }
 
+Result<bool> Stream::query() const {
+    auto done = call_driver(&DriverTable::cuStreamQuery_v2000, stream_);
+    if (done) return true;
+    if (done.error().driver_result == CUDA_ERROR_NOT_READY) return false;
+    return std::move(done).error();
+}
+
 Result<void> Stream::destroy() {
     if (!owned_) return ok();
     owned_ = false;
-    return call_driver(&DriverTable::cuStreamDestroy_v4000, std::exchange(stream_, nullptr));
+    Result<void> destroyed = ok();
+    {
+        const detail::ContextScope scope(context_);
+        destroyed = call_driver(&DriverTable::cuStreamDestroy_v4000, std::exchange(stream_, nullptr));
+    }
+    context_.reset();
+    return destroyed;
 }
 
 }  // namespace cudyn

@@ -1,6 +1,8 @@
 // cudyn — UnifiedBuffer: cuMemAllocManaged / cuMemFree_v2.
 #include "cudyn/unified_buffer.hpp"
 #include "cudyn/driver_call.hpp"
+
+#include <utility>
 #include "memory_internal.hpp"
 
 namespace cudyn::detail {
@@ -10,9 +12,11 @@ Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t eleme
     if (!bytes) return bytes.error();
     const unsigned int flags =
         attach == ManagedAttach::Host ? unsigned{CU_MEM_ATTACH_HOST} : unsigned{CU_MEM_ATTACH_GLOBAL};
+    auto context = OwnerContext::current();
+    if (!context) return context.error();
     CUdeviceptr pointer = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemAllocManaged_v6000, &pointer, *bytes, flags));
-    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, *bytes, free_device_memory);
+    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, *bytes, free_device_memory, std::move(*context));
 }
 
 Result<ManagedMemoryHints> managed_range(const OwnedMemory& memory, std::size_t element_size, std::size_t first,

@@ -5,10 +5,12 @@
 #include "cudyn/allocation_properties.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/memory_access.hpp"
+#include "cudyn/owner_context.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -72,6 +74,16 @@ Result<std::size_t> query_granularity(const AllocationProperties& properties, Gr
 Result<void> check_grants(const Location& owner, const AccessGrant* grants, std::size_t count);
 // cuMemSetAccess of already checked grants over [address, address + bytes).
 Result<void> apply_access(CUdeviceptr address, std::size_t bytes, const AccessGrant* grants, std::size_t count);
+
+// The devices whose work may use memory with these grants: bit d for device
+// d, for every device granted more than no access.
+std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noexcept;
+// What Teardown::WaitForDevice waits for before an unmap: `owner` (the
+// context the memory was mapped in; the current one when it is empty) is
+// synchronized, and so is the primary context of every other device in
+// `devices` that is active (inactive ones run no work). Every context is
+// synchronized even when one fails; the first error is returned.
+Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devices);
 
 // x rounded up to a multiple of `step` (> 0); false on overflow.
 inline bool round_up(std::size_t x, std::size_t step, std::size_t* out) noexcept {

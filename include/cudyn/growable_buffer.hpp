@@ -14,8 +14,13 @@
 // grow (create, map, access) unmaps and releases the chunks that grow had
 // added: the buffer is left at its previous size with nothing leaked.
 //
-// Like MappedRange, unmapping (shrink_to, release_physical, destruction) does
-// not wait for device work: synchronize the streams that use the memory first.
+// Unmapping (shrink_to, release_physical, destruction) waits for the device
+// first, as MappedRange does (teardown.hpp): the context the buffer was
+// created in and the primary context of every other device granted access
+// are synchronized once, then the chunks are unmapped. release_physical(Save)
+// waits before it copies, so work still writing the buffer is in the copy.
+// GrowableBufferOptions::teardown (or set_teardown) = CallerSynchronized
+// skips the wait for programs that order their own work.
 // release_physical(Save) and restore() copy with cuMemcpyDtoH/HtoD, which need
 // a current context. Not thread-safe: one thread at a time changes a buffer.
 #pragma once
@@ -25,8 +30,10 @@
 #include "cudyn/device_span.hpp"
 #include "cudyn/mapped_range.hpp"
 #include "cudyn/memory_access.hpp"
+#include "cudyn/owner_context.hpp"
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/teardown.hpp"
 
 #include <cuda.h>
 
@@ -43,6 +50,8 @@ struct GrowableBufferOptions {
     // Empty: read-write for the device the memory lives on (host locations
     // must name their grants).
     std::vector<AccessGrant> access;
+    // What unmapping waits for (teardown.hpp).
+    Teardown teardown = Teardown::WaitForDevice;
 };
 
 class GrowableBuffer {
@@ -103,13 +112,18 @@ public:
     bool holds_saved_contents() const noexcept { return !saved_.empty(); }
     bool empty() const noexcept { return range_.empty(); }
     const AllocationProperties& properties() const noexcept { return properties_; }
+    // What shrink_to, release_physical and the destructor wait for.
+    void set_teardown(Teardown teardown) noexcept { teardown_ = teardown; }
+    Teardown teardown() const noexcept { return teardown_; }
 
 private:
-    GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access, std::size_t chunk_size,
-                   std::size_t granularity, AddressRange range) noexcept;
+    GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access, Teardown teardown,
+                   std::size_t chunk_size, std::size_t granularity, AddressRange range,
+                   detail::OwnerContext context) noexcept;
     Result<void> require_usable(const char* operation) const;
     Result<void> map_chunks(std::size_t target);    // rolls back to the previous count on failure
-    Result<void> unmap_chunks(std::size_t target);  // down to `target` chunks, last first
+    Result<void> unmap_chunks(std::size_t target);  // down to `target` chunks, last first (no wait)
+    Result<void> wait_for_device() const;           // what teardown_ says, before chunks are unmapped
     Result<void> reset();                           // everything, for the destructor and move-assignment
 
     AllocationProperties properties_{Location::device(0)};
@@ -121,6 +135,8 @@ private:
     bool released_ = false;
     std::size_t released_chunks_ = 0;  // chunk count restore() brings back
     PinnedBuffer<unsigned char> saved_;  // the bytes release_physical(Save) kept
+    detail::OwnerContext context_;       // the context current at create(): synchronized before unmapping
+    Teardown teardown_ = Teardown::WaitForDevice;
 };
 
 }  // namespace cudyn

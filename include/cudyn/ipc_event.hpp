@@ -17,6 +17,7 @@
 #pragma once
 
 #include "cudyn/ipc_handle.hpp"
+#include "cudyn/owner_context.hpp"
 #include "cudyn/result.hpp"
 #include "cudyn/stream_ref.hpp"
 
@@ -88,10 +89,12 @@ public:
     Result<void> destroy();
 
 private:
-    InterprocessEvent(CUevent event, bool opened) noexcept : event_(event), opened_(opened) {}
+    InterprocessEvent(CUevent event, bool opened, detail::OwnerContext context) noexcept
+        : event_(event), opened_(opened), context_(std::move(context)) {}
     Result<void> require(const char* operation) const;
     CUevent event_ = nullptr;
     bool opened_ = false;
+    detail::OwnerContext context_;  // the context it was created or opened in; destroyed there
 };
 
 }  // namespace cudyn

@@ -54,10 +54,13 @@ public:
 
     // Stream-ordered migration of the whole range to `location`.
     Result<void> prefetch_to(const Location& location, StreamRef stream) const;
+    // Synchronous: on the legacy default stream, returning once the migration is done.
+    Result<void> prefetch_to(const Location& location) const;
     // The same for [offset, offset + bytes) of the range, bounds-checked
     // before any driver call.
     Result<void> prefetch_range(std::size_t offset, std::size_t bytes, const Location& location,
                                 StreamRef stream) const;
+    Result<void> prefetch_range(std::size_t offset, std::size_t bytes, const Location& location) const;
 
 private:
     ManagedMemoryHints(CUdeviceptr base, std::size_t bytes) noexcept : base_(base), bytes_(bytes) {}

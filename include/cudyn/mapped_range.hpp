@@ -13,19 +13,25 @@
 // owner), then the reservation (freed if it was the last owner): unmap,
 // release, free, whatever order the three owners are destroyed in.
 //
-// Unmapping does not wait for device work: synchronize the streams that use
-// the memory before a MappedRange (or the last owner of it) goes.
+// Unmapping waits for the device first (teardown.hpp): the context the
+// mapping was made in is synchronized, and the primary context of every other
+// device granted access, so no work enqueued before can touch the range once
+// it is gone. set_teardown(Teardown::CallerSynchronized) unmaps at once, for
+// programs that order their work themselves.
 #pragma once
 
 #include "cudyn/address_range.hpp"
 #include "cudyn/device_span.hpp"
 #include "cudyn/memory_access.hpp"
+#include "cudyn/owner_context.hpp"
 #include "cudyn/physical_memory.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/teardown.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -77,13 +83,17 @@ public:
     // Where the mapped memory lives (the PhysicalMemory's location); null when empty.
     const Location* memory_location() const noexcept;
 
-    // Unmaps now and reports the driver's answer; empty afterwards, whatever
-    // the answer. ok() when already empty.
+    // Unmaps now (after waiting for the device, as teardown() says) and
+    // reports the first error of the wait and the unmap; empty afterwards,
+    // whatever the answer. ok() when already empty.
     Result<void> unmap();
+    // What unmap() and the destructor wait for (WaitForDevice unless set).
+    void set_teardown(Teardown teardown) noexcept { teardown_ = teardown; }
+    Teardown teardown() const noexcept { return teardown_; }
 
 private:
     MappedRange(std::shared_ptr<detail::Reservation> reservation, std::shared_ptr<detail::PhysicalHandle> memory,
-                CUdeviceptr address, std::size_t offset, std::size_t size) noexcept;
+                CUdeviceptr address, std::size_t offset, std::size_t size, detail::OwnerContext context) noexcept;
     static Result<MappedRange> map_with_access(const AddressRange& range, std::size_t offset,
                                                const PhysicalMemory& memory, const AccessGrant* grants,
                                                std::size_t count);
@@ -96,6 +106,9 @@ private:
     CUdeviceptr address_ = 0;
     std::size_t offset_ = 0;
     std::size_t size_ = 0;
+    detail::OwnerContext context_;  // the context current at map(): synchronized before the unmap
+    std::uint64_t users_ = 0;       // other devices granted access (detail::granted_devices)
+    Teardown teardown_ = Teardown::WaitForDevice;
 };
 
 }  // namespace cudyn

@@ -36,6 +36,9 @@ public:
     // Issues every recorded prefetch on `stream`. Every location is checked
     // before the first prefetch is issued. An empty plan is InvalidArgument.
     Result<void> execute(StreamRef stream) const;
+    // Synchronous: on the legacy default stream (one call per range: the
+    // batch entry refuses that stream), returning once every range is done.
+    Result<void> execute() const;
 
 private:
     struct Entry {

@@ -71,13 +71,17 @@
 
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 // Exported entry points: C linkage, default visibility. Everything else in the
@@ -89,27 +93,36 @@
 #define FAKE_API extern "C" __attribute__((visibility("default")))
 #endif
 
+namespace fake {
+struct SharedEvent;  // fakecuda_ipc.cpp
+struct Queue;        // one stream's work, in order (fakecuda_streams.cpp)
+struct EventRecord;  // an event's last record
+}  // namespace fake
+
 // ---- opaque handle types (cuda.h only forward-declares these) ---------------
 struct CUctx_st {
     int device = 0;
     int refcount = 0;        // primary-context retain count; active while > 0
     unsigned int flags = 0;
+    // Stream work that touched memory that was gone when it ran leaves the
+    // context failed, as a fault does on a GPU: every call that uses it
+    // answers this code until the context is destroyed (last release).
+    CUresult sticky = CUDA_SUCCESS;
+    // The legacy default stream, and each thread's per-thread default stream.
+    std::shared_ptr<fake::Queue> legacy;
+    std::map<std::thread::id, std::shared_ptr<fake::Queue>> per_thread;
 };
 
 struct CUstream_st {
     CUctx_st* ctx = nullptr;
     unsigned int flags = 0;
+    std::shared_ptr<fake::Queue> queue;  // outlives the handle until its work is done
 };
-
-namespace fake {
-struct SharedEvent;  // fakecuda_ipc.cpp
-}  // namespace fake
 
 struct CUevent_st {
     CUctx_st* ctx = nullptr;
     unsigned int flags = 0;
-    bool recorded = false;
-    std::chrono::steady_clock::time_point when{};
+    std::shared_ptr<fake::EventRecord> last;  // the last record; null: never recorded
     // Interprocess events (fakecuda_ipc.cpp): the state shared with other
     // processes, and whether this event was opened from another process's handle.
     fake::SharedEvent* ipc = nullptr;
@@ -198,8 +211,59 @@ struct ProcRequest {
     int status = -1;
 };
 
+// ---- streams (fakecuda_streams.cpp) -------------------------------------------
+// Work enqueued on a stream runs later, on the fake's worker thread, in stream
+// order, as a GPU runs it: the calling thread gets its answer first. A piece
+// of work waits for its dependencies (earlier work of other streams: the
+// legacy stream's implicit synchronization, cuStreamWaitEvent) and, with
+// FAKECUDA_STREAM_DELAY_US, for that long once it could start, so tests can
+// widen the window in which the work is still pending.
+
+struct State;
+
+// Done when `queue` has completed its work up to `seq`.
+struct Dependency {
+    std::shared_ptr<Queue> queue;
+    std::uint64_t seq = 0;
+};
+
+// What a piece of work does, on the worker, with the lock held. An answer
+// other than CUDA_SUCCESS (memory it needs is gone) fails the context.
+using Task = std::function<CUresult(State&)>;
+
+struct Work {
+    std::uint64_t seq = 0;
+    std::vector<Dependency> after;
+    SharedEvent* ipc_event = nullptr;  // another process's record to wait for (cuStreamWaitEvent)
+    std::uint64_t ipc_target = 0;
+    Task task;
+    bool started = false;  // its dependencies were met at `ready_at` - delay
+    std::chrono::steady_clock::time_point ready_at{};
+};
+
+struct Queue {
+    CUctx_st* ctx = nullptr;
+    bool legacy = false;    // the context's legacy default stream
+    bool blocking = false;  // synchronizes with the legacy stream (per-thread and CU_STREAM_DEFAULT streams)
+    std::deque<Work> pending;
+    std::uint64_t enqueued = 0;   // seq of the last work enqueued
+    std::uint64_t completed = 0;  // seq of the last work done (or dropped by a failed context)
+};
+
+// An event's record: done when its queue passes `seq`; `when` is set then.
+struct EventRecord {
+    std::shared_ptr<Queue> queue;
+    std::uint64_t seq = 0;
+    std::chrono::steady_clock::time_point when{};
+};
+
 struct State {
     std::mutex mu;
+    std::condition_variable progress;  // work completed or was dropped (waiters re-check)
+    std::condition_variable work;      // work was enqueued (the worker re-scans)
+    std::vector<std::shared_ptr<Queue>> queues;  // every queue with a handle or work left
+    bool worker_started = false;
+    unsigned stream_delay_us = 0;  // FAKECUDA_STREAM_DELAY_US / fakecuda_set_stream_delay_us
 
     int init_count = 0;
     bool initialized = false;
@@ -236,22 +300,31 @@ State& state();
 CUctx_st*& tls_current();
 
 // ---- the entry prologue ------------------------------------------------------
-enum EntryNeeds : unsigned { kNoInit = 0, kNeedsInit = 1 };
+// kNeedsInit entries answer CUDA_ERROR_NOT_INITIALIZED before cuInit and the
+// current context's sticky error once it failed; kDeviceLevel entries (device
+// queries, context management) do not use the context and keep working.
+enum EntryNeeds : unsigned { kNoInit = 0, kNeedsInit = 1, kDeviceLevel = 1 | 2 };
 
 class Call {
 public:
     Call(const char* symbol, unsigned needs);
+    ~Call();
     Call(const Call&) = delete;
     Call& operator=(const Call&) = delete;
     bool done() const { return done_; }
     CUresult rc() const { return rc_; }
     const char* symbol() const { return symbol_; }
+    // The entry running on this thread (its lock is released while it
+    // blocks on stream work: see block_until).
+    static Call& current();
+    std::unique_lock<std::mutex>& lock() { return lock_; }
 
 private:
     std::unique_lock<std::mutex> lock_;
     const char* symbol_;
     bool done_ = false;
     CUresult rc_ = CUDA_SUCCESS;
+    Call* outer_ = nullptr;
 };
 
 // Starts every exported cu* entry: takes the lock for the whole call, counts
@@ -280,9 +353,35 @@ CUctx_st* current_context(State& st);
 bool known_context(const State& st, CUctx_st* h);
 // Stream validation. Default-stream handles (0, CU_STREAM_LEGACY,
 // CU_STREAM_PER_THREAD) resolve to the current context (INVALID_CONTEXT when
-// none); other handles must be live streams (INVALID_HANDLE otherwise).
-CUresult check_stream(State& st, CUstream s, CUctx_st** ctx_out);
+// none); other handles must be live streams (INVALID_HANDLE otherwise). A
+// failed context answers its sticky error. `per_thread_default` is how the
+// entry reads the handle 0 (true for the _ptsz / _ptds forms).
+CUresult check_stream(State& st, CUstream s, CUctx_st** ctx_out, bool per_thread_default = false);
 bool is_default_stream(CUstream s);
+
+// ---- stream work (fakecuda_streams.cpp; lock held) ---------------------------
+// The queue a stream handle stands for (see check_stream).
+CUresult stream_queue(State& st, CUstream s, bool per_thread_default, std::shared_ptr<Queue>* out);
+// A new created stream's queue.
+std::shared_ptr<Queue> new_queue(State& st, CUctx_st* ctx, bool blocking);
+// Enqueues `task` after the stream's earlier work, after the implicit
+// synchronization of the legacy stream with blocking streams, and after
+// `after`. Returns the work's dependency (its queue and seq).
+Dependency enqueue(State& st, const std::shared_ptr<Queue>& queue, Task task, std::vector<Dependency> after = {},
+                   SharedEvent* ipc_event = nullptr, std::uint64_t ipc_target = 0);
+// Blocks the calling entry, its lock released, until `done` holds; false
+// after 60 s. `poll` re-checks that often even without progress (state
+// another process changes).
+bool block_until(State& st, const std::function<bool()>& done,
+                 std::chrono::milliseconds poll = std::chrono::milliseconds(0));
+// Waits for one piece of work, for everything enqueued on `queue` so far, or
+// for everything of a context; the context's sticky error when it failed.
+CUresult wait_for(State& st, const Dependency& work);
+CUresult wait_queue(State& st, const std::shared_ptr<Queue>& queue);
+CUresult wait_context(State& st, CUctx_st* ctx);
+// Everything pending in the context is done; its queues are dropped.
+void drop_context_queues(State& st, CUctx_st* ctx);
+bool finished(const Dependency& work);
 
 // Allocation containing [p, p+n) (n may be 0 = just p), through host
 // addresses. nullptr when none.
@@ -321,9 +420,25 @@ int shareable_memory_fd(std::size_t size);
 // Interprocess-event hooks of the event entries (fakecuda_core.cpp); each is a
 // no-op / success for events without shared state.
 CUresult ipc_event_create(CUevent_st* e);    // gives a CU_EVENT_INTERPROCESS event its shared state
-void ipc_event_record(CUevent_st* e);        // a record: completes at once unless fakecuda_hold_events(1)
+// A record of an interprocess event: pending in the shared page from the
+// record call (ipc_event_record) until its marker runs on the stream
+// (ipc_event_complete), or, under fakecuda_hold_events(1), until the hold ends.
+struct IpcRecord {
+    SharedEvent* shared = nullptr;  // null: not an interprocess event
+    std::uint64_t seq = 0;
+};
+IpcRecord ipc_event_record(CUevent_st* e);
+void ipc_event_complete(const IpcRecord& record);
 CUresult ipc_event_query(CUevent_st* e);     // CUDA_SUCCESS or CUDA_ERROR_NOT_READY
-CUresult ipc_event_wait(CUevent_st* e);      // blocks until the last record completes (bounded)
+// Blocks the entry until the last record completes (bounded; LAUNCH_FAILED
+// when the recording process died with it pending).
+CUresult ipc_event_wait(State& st, CUevent_st* e);
+// What cuStreamWaitEvent waits for in the shared page: *shared stays null
+// when no record is pending; LAUNCH_FAILED when its recorder died.
+CUresult ipc_event_wait_target(CUevent_st* e, SharedEvent** shared, std::uint64_t* target);
+// 1 once the page's completed count reaches `target`, 0 while pending, -1 when
+// the recording process died with it pending.
+int ipc_event_reached(SharedEvent* shared, std::uint64_t target);
 
 // Validate a CUmemLocation for managed-memory calls. `for_prefetch` selects
 // the prefetch rules (device needs CONCURRENT_MANAGED_ACCESS). Returns

@@ -127,14 +127,14 @@ FAKE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, in
 // ---- devices ----------------------------------------------------------------------
 
 FAKE_API CUresult CUDAAPI cuDeviceGetCount(int* count) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (!count) return CUDA_ERROR_INVALID_VALUE;
     *count = fake::state().device_count;
     return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (!device) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(fake::state(), ordinal)) return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
@@ -142,7 +142,7 @@ FAKE_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 FAKE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(fake::state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
     std::snprintf(name, static_cast<std::size_t>(len), "cudyn emulated device %d", dev);
@@ -150,7 +150,7 @@ FAKE_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
 }
 
 FAKE_API CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(fake::state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
     *bytes = static_cast<size_t>(fake::kTotalMemory);
@@ -158,7 +158,7 @@ FAKE_API CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 }
 
 FAKE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     State& st = fake::state();
     if (!pi) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
@@ -169,7 +169,7 @@ FAKE_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attri
 }
 
 FAKE_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     State& st = fake::state();
     if (!canAccessPeer) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(st, dev) || !fake::valid_device(st, peerDev)) return CUDA_ERROR_INVALID_DEVICE;
@@ -180,7 +180,7 @@ FAKE_API CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev
 // ---- primary contexts -------------------------------------------------------------
 
 FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     State& st = fake::state();
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
@@ -204,19 +204,19 @@ CUresult primary_release(CUdevice dev) {
 }  // namespace
 
 FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     return primary_release(dev);
 }
 
 #if FAKE_HAS(11000)
 FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     return primary_release(dev);
 }
 #endif
 
 FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     State& st = fake::state();
     if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
@@ -227,21 +227,21 @@ FAKE_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int*
 }
 
 FAKE_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (ctx && !fake::known_context(fake::state(), ctx)) return CUDA_ERROR_INVALID_CONTEXT;
     fake::tls_current() = ctx;
     return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     *pctx = fake::tls_current();
     return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (!device) return CUDA_ERROR_INVALID_VALUE;
     CUctx_st* ctx = fake::current_context(fake::state());
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
@@ -251,8 +251,10 @@ FAKE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
 
 FAKE_API CUresult CUDAAPI cuCtxSynchronize(void) {
     FAKE_ENTER(fake::kNeedsInit);
-    // Everything already ran: synchronisation only checks there is a context.
-    return fake::current_context(fake::state()) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    State& st = fake::state();
+    CUctx_st* ctx = fake::current_context(st);
+    if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    return fake::wait_context(st, ctx);
 }
 
 #if FAKE_HAS(13000)
@@ -265,7 +267,7 @@ CUctx_st* explicit_or_current(State& st, CUcontext ctx) {
 }  // namespace
 
 FAKE_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
-    FAKE_ENTER(fake::kNeedsInit);
+    FAKE_ENTER(fake::kDeviceLevel);
     if (!device) return CUDA_ERROR_INVALID_VALUE;
     CUctx_st* c = explicit_or_current(fake::state(), ctx);
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
@@ -275,12 +277,15 @@ FAKE_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
 
 FAKE_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
     FAKE_ENTER(fake::kNeedsInit);
-    return explicit_or_current(fake::state(), ctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    State& st = fake::state();
+    CUctx_st* c = explicit_or_current(st, ctx);
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    return fake::wait_context(st, c);
 }
 #endif
 
 // ---- streams -------------------------------------------------------------------------
-// All work is done synchronously, so streams only need to exist.
+// Work on a stream runs later, on the fake's worker (fakecuda_streams.cpp).
 
 FAKE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
     FAKE_ENTER(fake::kNeedsInit);
@@ -292,12 +297,15 @@ FAKE_API CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags)
     auto* s = new CUstream_st;
     s->ctx = ctx;
     s->flags = Flags;
+    s->queue = fake::new_queue(st, ctx, (Flags & CU_STREAM_NON_BLOCKING) == 0);
     st.streams.insert(s);
     *phStream = s;
     return CUDA_SUCCESS;
 }
 
 namespace {
+// The handle goes at once; work already enqueued still runs (the queue
+// outlives the handle), as cuStreamDestroy documents and the GPU showed.
 CUresult stream_destroy(CUstream s) {
     State& st = fake::state();
     auto it = st.streams.find(s);
@@ -307,30 +315,89 @@ CUresult stream_destroy(CUstream s) {
     return CUDA_SUCCESS;
 }
 
-CUresult stream_wait_event(CUstream s, CUevent e, unsigned int flags) {
+CUresult stream_synchronize(CUstream s, bool per_thread_default) {
     State& st = fake::state();
-    if (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = fake::check_stream(st, s, nullptr);
-    if (rc != CUDA_SUCCESS) return rc;
-    if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    return fake::ipc_event_wait(e);  // streams run synchronously: waiting is waiting now
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread_default, &queue)) return rc;
+    return fake::wait_queue(st, queue);
 }
 
-CUresult event_record(CUevent e, CUstream s) {
+CUresult stream_query(CUstream s, bool per_thread_default) {
     State& st = fake::state();
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread_default, &queue)) return rc;
+    return queue->completed >= queue->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+// Work enqueued on `s` after this waits for the event's last record: one in
+// this process as a dependency, one in another process (an opened
+// interprocess event) through the shared page.
+CUresult stream_wait_event(CUstream s, CUevent e, unsigned int flags, bool per_thread_default) {
+    State& st = fake::state();
+    if (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread_default, &queue)) return rc;
     if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    CUresult rc = fake::check_stream(st, s, nullptr);
-    if (rc != CUDA_SUCCESS) return rc;
-    e->recorded = true;
-    e->when = std::chrono::steady_clock::now();
-    fake::ipc_event_record(e);
+    std::vector<fake::Dependency> after;
+    if (e->last && !fake::finished({e->last->queue, e->last->seq})) after.push_back({e->last->queue, e->last->seq});
+    fake::SharedEvent* shared = nullptr;
+    std::uint64_t target = 0;
+    if (CUresult rc = fake::ipc_event_wait_target(e, &shared, &target)) return rc;
+    if (after.empty() && shared == nullptr) return CUDA_SUCCESS;  // nothing pending: nothing to wait for
+    fake::enqueue(
+        st, queue,
+        [shared, target](State&) {
+            return shared && fake::ipc_event_reached(shared, target) < 0 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
+        },
+        std::move(after), shared, target);
     return CUDA_SUCCESS;
 }
 
+// A marker on the stream: the record completes when the work before it has.
+CUresult event_record(CUevent e, CUstream s, bool per_thread_default) {
+    State& st = fake::state();
+    if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread_default, &queue)) return rc;
+    auto record = std::make_shared<fake::EventRecord>();
+    const fake::IpcRecord shared = fake::ipc_event_record(e);
+    const fake::Dependency done = fake::enqueue(st, queue, [record, shared](State&) {
+        record->when = std::chrono::steady_clock::now();
+        fake::ipc_event_complete(shared);
+        return CUDA_SUCCESS;
+    });
+    record->queue = done.queue;
+    record->seq = done.seq;
+    e->last = std::move(record);
+    return CUDA_SUCCESS;
+}
+
+// The record is done in this process, and (interprocess) in the shared page.
+bool event_done(CUevent e) {
+    return (!e->last || fake::finished({e->last->queue, e->last->seq})) && fake::ipc_event_query(e) == CUDA_SUCCESS;
+}
+
+CUresult event_synchronize(CUevent e) {
+    State& st = fake::state();
+    if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (e->last) {
+        if (CUresult rc = fake::wait_for(st, {e->last->queue, e->last->seq})) return rc;
+    }
+    return fake::ipc_event_wait(st, e);
+}
+
+// The driver frees an event whose record is pending once the record is done;
+// the fake waits for the record's marker instead (it writes the event's
+// state), which takes no longer than the stream work before it.
 CUresult event_destroy(CUevent e) {
     State& st = fake::state();
+    if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (e->last) {
+        const std::shared_ptr<fake::EventRecord> last = e->last;
+        (void)fake::block_until(st, [&] { return fake::finished({last->queue, last->seq}); });
+    }
     auto it = st.events.find(e);
-    if (it == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    if (it == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;  // destroyed by another thread meanwhile
     delete *it;
     st.events.erase(it);
     return CUDA_SUCCESS;
@@ -341,8 +408,9 @@ CUresult event_elapsed(float* ms, CUevent start, CUevent end) {
     if (!ms) return CUDA_ERROR_INVALID_VALUE;
     if (st.events.count(start) == 0 || st.events.count(end) == 0) return CUDA_ERROR_INVALID_HANDLE;
     if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-    if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
-    *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+    if (!start->last || !end->last) return CUDA_ERROR_INVALID_HANDLE;
+    if (!event_done(start) || !event_done(end)) return CUDA_ERROR_NOT_READY;
+    *ms = std::chrono::duration<float, std::milli>(end->last->when - start->last->when).count();
     return CUDA_SUCCESS;
 }
 }  // namespace
@@ -359,22 +427,32 @@ FAKE_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
 
 FAKE_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return fake::check_stream(fake::state(), hStream, nullptr);
+    return stream_synchronize(hStream, false);
 }
 
 FAKE_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return fake::check_stream(fake::state(), hStream, nullptr);
+    return stream_synchronize(hStream, true);
+}
+
+FAKE_API CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return stream_query(hStream, false);
+}
+
+FAKE_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return stream_query(hStream, true);
 }
 
 FAKE_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
     FAKE_ENTER(fake::kNeedsInit);
-    return stream_wait_event(hStream, hEvent, Flags);
+    return stream_wait_event(hStream, hEvent, Flags, false);
 }
 
 FAKE_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
     FAKE_ENTER(fake::kNeedsInit);
-    return stream_wait_event(hStream, hEvent, Flags);
+    return stream_wait_event(hStream, hEvent, Flags, true);
 }
 
 // ---- events ----------------------------------------------------------------------------
@@ -412,22 +490,23 @@ FAKE_API CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
 
 FAKE_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return event_record(hEvent, hStream);
+    return event_record(hEvent, hStream, false);
 }
 
 FAKE_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return event_record(hEvent, hStream);
+    return event_record(hEvent, hStream, true);
 }
 
 FAKE_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
     FAKE_ENTER(fake::kNeedsInit);
-    return fake::state().events.count(hEvent) ? fake::ipc_event_wait(hEvent) : CUDA_ERROR_INVALID_HANDLE;
+    return event_synchronize(hEvent);
 }
 
 FAKE_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
     FAKE_ENTER(fake::kNeedsInit);
-    return fake::state().events.count(hEvent) ? fake::ipc_event_query(hEvent) : CUDA_ERROR_INVALID_HANDLE;
+    if (fake::state().events.count(hEvent) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    return event_done(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 FAKE_API CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) {

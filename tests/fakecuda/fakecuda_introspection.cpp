@@ -113,6 +113,25 @@ FAKE_API void fakecuda_set_peer_access(int a, int b, int can) {
     l.st.peer[a][b] = can;
 }
 
+FAKE_API void fakecuda_set_stream_delay_us(unsigned int us) {
+    Locked l;
+    l.st.stream_delay_us = us;
+    l.st.work.notify_all();
+}
+
+FAKE_API long fakecuda_pending_work(void) {
+    Locked l;
+    long n = 0;
+    for (const auto& queue : l.st.queues) n += static_cast<long>(queue->pending.size());
+    return n;
+}
+
+FAKE_API int fakecuda_context_error(int device) {
+    Locked l;
+    if (!fake::valid_device(l.st, device)) return -1;
+    return static_cast<int>(l.st.devices[static_cast<std::size_t>(device)].primary.sticky);
+}
+
 FAKE_API int fakecuda_proc_request_count(void) {
     Locked l;
     return static_cast<int>(l.st.proc_requests.size());

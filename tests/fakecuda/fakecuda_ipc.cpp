@@ -20,13 +20,14 @@
 // Events: a CU_EVENT_INTERPROCESS event keeps its state in a memfd page
 // (record and completion sequence numbers, atomics), named by its handle the
 // same way; an opened event maps the same page, so a record in one process is
-// seen by a query or wait in another. Work is synchronous, so a record
-// completes at once, unless fakecuda_hold_events(1) is on in the recording
-// process: its records stay pending (cuEventQuery: NOT_READY; waits block)
-// until fakecuda_hold_events(0). Waits are bounded: a pending record whose
-// process died gives CUDA_ERROR_LAUNCH_FAILED, one pending for 60 s
-// CUDA_ERROR_LAUNCH_TIMEOUT. A wait keeps the fake's lock, so other threads
-// of the waiting process stall with it (the tests wait from one thread).
+// seen by a query or wait in another. A record is pending from the record
+// call until the stream reaches it (its marker runs on the fake's worker),
+// and longer while fakecuda_hold_events(1) is on in the recording process:
+// its records then stay pending (cuEventQuery: NOT_READY; waits block) until
+// fakecuda_hold_events(0). Waits are bounded: a pending record whose process
+// died gives CUDA_ERROR_LAUNCH_FAILED, one pending for 60 s
+// CUDA_ERROR_LAUNCH_TIMEOUT. A waiting entry releases the fake's lock (it
+// polls the shared page), so other threads of the process go on.
 // Opened events count in fakecuda_live_events and, as IPC objects, in
 // fakecuda_live_allocations.
 //
@@ -77,7 +78,6 @@ using fake::State;
 constexpr char kMemMagic[8] = {'F', 'A', 'K', 'E', 'I', 'P', 'M', '1'};
 constexpr char kEventMagic[8] = {'F', 'A', 'K', 'E', 'I', 'P', 'E', '1'};
 constexpr char kPageMagic[8] = {'F', 'A', 'K', 'E', 'E', 'V', 'T', '1'};
-constexpr auto kLongestWait = std::chrono::seconds(60);
 
 // What a CUipcMemHandle holds.
 struct MemBlob {
@@ -308,15 +308,24 @@ CUresult ipc_event_create(CUevent_st* e) {
     return CUDA_SUCCESS;
 }
 
-void ipc_event_record(CUevent_st* e) {
-    if (!e->ipc) return;
+IpcRecord ipc_event_record(CUevent_st* e) {
+    if (!e->ipc) return {};
     const std::uint64_t sequence = e->ipc->recorded.fetch_add(1) + 1;
+    e->ipc->recorder.store(static_cast<std::int32_t>(::getpid()));
+    return {e->ipc, sequence};
+}
+
+void ipc_event_complete(const IpcRecord& record) {
+    SharedEvent* shared = record.shared;
+    if (!shared) return;
     if (ipc().hold) {
-        e->ipc->recorder.store(static_cast<std::int32_t>(::getpid()));
-        ipc().pending.insert(e->ipc);
+        ipc().pending.insert(shared);
         return;
     }
-    e->ipc->completed.store(sequence);
+    std::uint64_t done = shared->completed.load();
+    while (done < record.seq && !shared->completed.compare_exchange_weak(done, record.seq)) {
+    }
+    if (shared->completed.load() >= shared->recorded.load()) shared->recorder.store(0);
 }
 
 CUresult ipc_event_query(CUevent_st* e) {
@@ -324,21 +333,39 @@ CUresult ipc_event_query(CUevent_st* e) {
     return e->ipc->completed.load() >= e->ipc->recorded.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult ipc_event_wait(CUevent_st* e) {
+int ipc_event_reached(SharedEvent* shared, std::uint64_t target) {
+    if (shared->completed.load() >= target) return 1;
+    const std::int32_t recorder = shared->recorder.load();
+    if (recorder != 0 && recorder != static_cast<std::int32_t>(::getpid()) && !process_alive(recorder)) return -1;
+    return 0;
+}
+
+CUresult ipc_event_wait_target(CUevent_st* e, SharedEvent** shared, std::uint64_t* target) {
+    *shared = nullptr;
     if (!e->ipc) return CUDA_SUCCESS;
-    const std::uint64_t target = e->ipc->recorded.load();
-    const auto give_up = std::chrono::steady_clock::now() + kLongestWait;
-    while (e->ipc->completed.load() < target) {
-        const std::int32_t recorder = e->ipc->recorder.load();
-        if (recorder == static_cast<std::int32_t>(::getpid())) {
-            std::fprintf(stderr, "fakecuda: waiting on an event this process holds (fakecuda_hold_events)\n");
-            return CUDA_ERROR_LAUNCH_TIMEOUT;
-        }
-        if (recorder != 0 && !process_alive(recorder)) return CUDA_ERROR_LAUNCH_FAILED;
-        if (std::chrono::steady_clock::now() > give_up) return CUDA_ERROR_LAUNCH_TIMEOUT;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::uint64_t wanted = e->ipc->recorded.load();
+    const int reached = ipc_event_reached(e->ipc, wanted);
+    if (reached < 0) return CUDA_ERROR_LAUNCH_FAILED;
+    if (reached == 0) {
+        *shared = e->ipc;
+        *target = wanted;
     }
     return CUDA_SUCCESS;
+}
+
+CUresult ipc_event_wait(State& st, CUevent_st* e) {
+    if (!e->ipc) return CUDA_SUCCESS;
+    SharedEvent* shared = e->ipc;
+    const std::uint64_t target = shared->recorded.load();
+    if (shared->completed.load() < target && ipc().pending.count(shared) != 0) {
+        std::fprintf(stderr, "fakecuda: waiting on an event this process holds (fakecuda_hold_events)\n");
+        return CUDA_ERROR_LAUNCH_TIMEOUT;
+    }
+    int reached = 0;
+    const bool ended = fake::block_until(
+        st, [&] { return (reached = ipc_event_reached(shared, target)) != 0; }, std::chrono::milliseconds(1));
+    if (!ended) return CUDA_ERROR_LAUNCH_TIMEOUT;
+    return reached > 0 ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
 
 }  // namespace fake
@@ -378,10 +405,17 @@ CUresult open_event_handle(State&, CUevent*, const CUipcEventHandle&) { return C
 
 namespace fake {
 int shareable_memory_fd(std::size_t) { return -1; }
-CUresult ipc_event_create(CUevent_st*) { return CUDA_SUCCESS; }  // works within the process
-void ipc_event_record(CUevent_st*) {}
+// Interprocess events work within their process: the stream work is their state.
+CUresult ipc_event_create(CUevent_st*) { return CUDA_SUCCESS; }
+IpcRecord ipc_event_record(CUevent_st*) { return {}; }
+void ipc_event_complete(const IpcRecord&) {}
 CUresult ipc_event_query(CUevent_st*) { return CUDA_SUCCESS; }
-CUresult ipc_event_wait(CUevent_st*) { return CUDA_SUCCESS; }
+CUresult ipc_event_wait(State&, CUevent_st*) { return CUDA_SUCCESS; }
+CUresult ipc_event_wait_target(CUevent_st*, SharedEvent** shared, std::uint64_t*) {
+    *shared = nullptr;
+    return CUDA_SUCCESS;
+}
+int ipc_event_reached(SharedEvent*, std::uint64_t) { return 1; }
 }  // namespace fake
 
 CUevent_st::~CUevent_st() = default;
@@ -420,7 +454,13 @@ FAKE_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
     FAKE_ENTER(fake::kNeedsInit);
     State& st = fake::state();
     if (!fake::current_context(st)) return CUDA_ERROR_INVALID_CONTEXT;
-    auto it = st.allocs.find(static_cast<std::uintptr_t>(dptr));
+    const auto base = static_cast<std::uintptr_t>(dptr);
+    auto it = st.allocs.find(base);
+    if (it == st.allocs.end() || it->second.kind != Kind::IpcOpened) return CUDA_ERROR_INVALID_VALUE;
+    // Like cuMemFree, the close waits for the context's work first (measured
+    // on an H100: it returned only when a kernel writing the memory was done).
+    if (CUresult rc = fake::wait_context(st, it->second.ctx)) return rc;
+    it = st.allocs.find(base);
     if (it == st.allocs.end() || it->second.kind != Kind::IpcOpened) return CUDA_ERROR_INVALID_VALUE;
     ipc().opened.erase(it->first);
     fake::destroy_allocation(st, it);

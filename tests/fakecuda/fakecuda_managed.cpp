@@ -153,31 +153,49 @@ void prefetch_apply(const Span& span, const CUmemLocation& loc) {
     update(span, [&](PageState& ps) { ps.last_prefetch = where; });
 }
 
-CUresult prefetch_v1(const char* entry, CUdeviceptr p, std::size_t count, CUdevice dst, CUstream s) {
+// The migration itself is stream work: the range must still be managed
+// memory when the stream gets to it (a GPU faults otherwise). The prefetch
+// state is recorded at the call, as the driver's range attributes report it.
+CUresult enqueue_migration(State& st, const std::shared_ptr<fake::Queue>& queue,
+                           std::vector<std::pair<std::uintptr_t, std::size_t>> ranges) {
+    fake::enqueue(st, queue, [ranges](State& s) {
+        for (const auto& range : ranges) {
+            const Allocation* a = fake::find_allocation(s, range.first, range.second);
+            if (!a || a->kind != Kind::Managed) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        }
+        return CUDA_SUCCESS;
+    });
+    return CUDA_SUCCESS;
+}
+
+CUresult prefetch_v1(const char* entry, CUdeviceptr p, std::size_t count, CUdevice dst, CUstream s,
+                     bool per_thread) {
     State& st = fake::state();
     if (dst != CU_DEVICE_CPU && !fake::valid_device(st, dst)) return CUDA_ERROR_INVALID_DEVICE;
     const CUmemLocation loc = from_v1_device(dst);
     Span span;
     if (CUresult rc = prefetch_check(st, p, count, loc, &span)) return rc;
-    if (CUresult rc = fake::check_stream(st, s, nullptr)) return rc;
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread, &queue)) return rc;
     prefetch_apply(span, loc);
     fake::log_record(st.prefetch_log, entry, static_cast<std::uintptr_t>(p), count, 0, loc.type, loc.id, s, 0,
                      ++st.call_seq);
-    return CUDA_SUCCESS;
+    return enqueue_migration(st, queue, {{static_cast<std::uintptr_t>(p), count}});
 }
 
 #if FAKE_HAS(12020)
 CUresult prefetch_v2(const char* entry, CUdeviceptr p, std::size_t count, const CUmemLocation& loc,
-                     unsigned int flags, CUstream s) {
+                     unsigned int flags, CUstream s, bool per_thread) {
     State& st = fake::state();
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
     Span span;
     if (CUresult rc = prefetch_check(st, p, count, loc, &span)) return rc;
-    if (CUresult rc = fake::check_stream(st, s, nullptr)) return rc;
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread, &queue)) return rc;
     prefetch_apply(span, loc);
     fake::log_record(st.prefetch_log, entry, static_cast<std::uintptr_t>(p), count, 0, loc.type, loc.id, s, flags,
                      ++st.call_seq);
-    return CUDA_SUCCESS;
+    return enqueue_migration(st, queue, {{static_cast<std::uintptr_t>(p), count}});
 }
 #endif
 
@@ -202,7 +220,8 @@ CUresult prefetch_batch(const char* entry, bool per_thread_entry, CUdeviceptr* d
         if (fake::attribute(st, d, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) == 0)
             return CUDA_ERROR_INVALID_DEVICE;
     }
-    if (CUresult rc = fake::check_stream(st, s, nullptr)) return rc;
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread_entry, &queue)) return rc;
 
     std::vector<Span> spans(count);
     std::vector<size_t> which(count);
@@ -213,13 +232,15 @@ CUresult prefetch_batch(const char* entry, bool per_thread_entry, CUdeviceptr* d
         if (CUresult rc = prefetch_check(st, dptrs[i], sizes[i], locs[k], &spans[i])) return rc;
     }
     const long seq = ++st.call_seq;
+    std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
     for (size_t i = 0; i < count; ++i) {
         const CUmemLocation& loc = locs[which[i]];
         prefetch_apply(spans[i], loc);
         fake::log_record(st.prefetch_log, entry, static_cast<std::uintptr_t>(dptrs[i]), sizes[i], 0, loc.type,
                          loc.id, s, flags, seq);
+        ranges.emplace_back(static_cast<std::uintptr_t>(dptrs[i]), sizes[i]);
     }
-    return CUDA_SUCCESS;
+    return enqueue_migration(st, queue, std::move(ranges));
 }
 #endif
 
@@ -285,26 +306,26 @@ FAKE_API CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem
 
 FAKE_API CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return prefetch_v1(__func__, devPtr, count, dstDevice, hStream);
+    return prefetch_v1(__func__, devPtr, count, dstDevice, hStream, false);
 }
 
 FAKE_API CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
                                                   CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return prefetch_v1(__func__, devPtr, count, dstDevice, hStream);
+    return prefetch_v1(__func__, devPtr, count, dstDevice, hStream, true);
 }
 
 #if FAKE_HAS(12020)
 FAKE_API CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                                 unsigned int flags, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return prefetch_v2(__func__, devPtr, count, location, flags, hStream);
+    return prefetch_v2(__func__, devPtr, count, location, flags, hStream, false);
 }
 
 FAKE_API CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                                      unsigned int flags, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
-    return prefetch_v2(__func__, devPtr, count, location, flags, hStream);
+    return prefetch_v2(__func__, devPtr, count, location, flags, hStream, true);
 }
 #endif
 

@@ -14,6 +14,7 @@
 
 
 #include <cstring>
+#include <initializer_list>
 
 namespace {
 
@@ -40,88 +41,26 @@ Allocation& track(State& st, std::uintptr_t base, std::size_t size, Kind kind, C
     return st.allocs.emplace(base, std::move(a)).first->second;
 }
 
-// ---- copies ---------------------------------------------------------------------------
+// ---- releases -------------------------------------------------------------------------------
 
-// A cuMemcpy/cuMemcpyAsync operand: with unified addressing the driver infers
-// the kind from the address. Tracked allocations are bounds-checked (and
-// registered aliases translated); any other address is pageable host memory.
-CUresult unified_operand(State& st, CUdeviceptr p, std::size_t n, void** out) {
-    const auto addr = static_cast<std::uintptr_t>(p);
-    std::size_t off = 0;
-    if (Allocation* a = fake::find_alias(st, addr, &off)) {
-        if (n > a->size - off) return CUDA_ERROR_INVALID_VALUE;
-        *out = reinterpret_cast<void*>(a->base + off);
-        return CUDA_SUCCESS;
-    }
-    if (const int vmm = fake::vmm_check(st, addr, n); vmm != 0) {
-        if (vmm < 0) return CUDA_ERROR_INVALID_VALUE;
-    } else if (Allocation* a = fake::find_allocation(st, addr, 0)) {
-        if (n > a->size - (addr - a->base)) return CUDA_ERROR_INVALID_VALUE;
-    } else if (addr == 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *out = reinterpret_cast<void*>(addr);
+// cuMemFree, cuMemFreeHost and cuMemHostUnregister wait for the work of the
+// memory's context before they release it (measured: each returned only when
+// a kernel still writing the memory from a non-blocking stream was done),
+// then release it; `missing` when `base` is no allocation of those kinds.
+CUresult free_when_idle(State& st, std::uintptr_t base, std::initializer_list<Kind> kinds, CUresult missing) {
+    const auto find = [&]() -> Allocation* {
+        auto it = st.allocs.find(base);
+        if (it == st.allocs.end()) return nullptr;
+        for (Kind kind : kinds)
+            if (it->second.kind == kind) return &it->second;
+        return nullptr;
+    };
+    const Allocation* a = find();
+    if (!a) return missing;
+    if (CUresult rc = fake::wait_context(st, a->ctx)) return rc;
+    if (!find()) return missing;  // another thread released it while this one waited
+    fake::destroy_allocation(st, st.allocs.find(base));
     return CUDA_SUCCESS;
-}
-
-CUresult copy_unified(State& st, CUdeviceptr dst, CUdeviceptr src, std::size_t n) {
-    if (n == 0) return CUDA_SUCCESS;
-    void* d = nullptr;
-    void* s = nullptr;
-    if (unified_operand(st, dst, n, &d) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-    if (unified_operand(st, src, n, &s) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-    std::memmove(d, s, n);
-    return CUDA_SUCCESS;
-}
-
-CUresult copy_htod(State& st, CUdeviceptr dst, const void* src, std::size_t n) {
-    if (n == 0) return CUDA_SUCCESS;
-    void* d = fake::resolve_device(st, static_cast<std::uintptr_t>(dst), n);
-    if (!d || !src) return CUDA_ERROR_INVALID_VALUE;
-    std::memmove(d, src, n);
-    return CUDA_SUCCESS;
-}
-
-CUresult copy_dtoh(State& st, void* dst, CUdeviceptr src, std::size_t n) {
-    if (n == 0) return CUDA_SUCCESS;
-    void* s = fake::resolve_device(st, static_cast<std::uintptr_t>(src), n);
-    if (!s || !dst) return CUDA_ERROR_INVALID_VALUE;
-    std::memmove(dst, s, n);
-    return CUDA_SUCCESS;
-}
-
-CUresult copy_dtod(State& st, CUdeviceptr dst, CUdeviceptr src, std::size_t n) {
-    if (n == 0) return CUDA_SUCCESS;
-    void* d = fake::resolve_device(st, static_cast<std::uintptr_t>(dst), n);
-    void* s = fake::resolve_device(st, static_cast<std::uintptr_t>(src), n);
-    if (!d || !s) return CUDA_ERROR_INVALID_VALUE;
-    std::memmove(d, s, n);
-    return CUDA_SUCCESS;
-}
-
-CUresult set_d8(State& st, CUdeviceptr dst, unsigned char value, std::size_t n) {
-    if (n == 0) return CUDA_SUCCESS;
-    void* d = fake::resolve_device(st, static_cast<std::uintptr_t>(dst), n);
-    if (!d) return CUDA_ERROR_INVALID_VALUE;
-    std::memset(d, value, n);
-    return CUDA_SUCCESS;
-}
-
-CUresult set_d32(State& st, CUdeviceptr dst, unsigned int value, std::size_t n) {
-    if (dst % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
-    if (n == 0) return CUDA_SUCCESS;
-    if (n > (~std::size_t{0}) / 4) return CUDA_ERROR_INVALID_VALUE;
-    void* d = fake::resolve_device(st, static_cast<std::uintptr_t>(dst), n * 4);
-    if (!d) return CUDA_ERROR_INVALID_VALUE;
-    auto* bytes = static_cast<unsigned char*>(d);
-    for (std::size_t i = 0; i < n; ++i) std::memcpy(bytes + 4 * i, &value, 4);
-    return CUDA_SUCCESS;
-}
-
-// Synchronous entries need a current context; stream-ordered ones need a valid
-// stream (whose context is the current one for the default-stream handles).
-CUresult need_context(State& st) {
-    return fake::current_context(st) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 // ---- host memory --------------------------------------------------------------------------
@@ -306,11 +245,7 @@ FAKE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
     State& st = fake::state();
     if (dptr == 0) return CUDA_SUCCESS;
     if (!fake::current_context(st)) return CUDA_ERROR_INVALID_CONTEXT;
-    auto it = st.allocs.find(static_cast<std::uintptr_t>(dptr));
-    if (it == st.allocs.end() || (it->second.kind != Kind::Device && it->second.kind != Kind::Managed))
-        return CUDA_ERROR_INVALID_VALUE;
-    fake::destroy_allocation(st, it);
-    return CUDA_SUCCESS;
+    return free_when_idle(st, static_cast<std::uintptr_t>(dptr), {Kind::Device, Kind::Managed}, CUDA_ERROR_INVALID_VALUE);
 }
 
 FAKE_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
@@ -337,184 +272,6 @@ FAKE_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* ps
     return CUDA_SUCCESS;
 }
 
-// ---- copies and sets ----------------------------------------------------------------------------
-
-FAKE_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_unified(st, dst, src, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_unified(st, dst, src, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_unified(st, dst, src, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_unified(st, dst, src, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_htod(st, dstDevice, srcHost, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_htod(st, dstDevice, srcHost, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_dtoh(st, dstHost, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_dtoh(st, dstHost, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_dtod(st, dstDevice, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return copy_dtod(st, dstDevice, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
-                                               CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_htod(st, dstDevice, srcHost, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
-                                                    CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_htod(st, dstDevice, srcHost, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
-                                               CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_dtoh(st, dstHost, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
-                                                    CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_dtoh(st, dstHost, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
-                                               CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_dtod(st, dstDevice, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
-                                                    size_t ByteCount, CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return copy_dtod(st, dstDevice, srcDevice, ByteCount);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return set_d8(st, dstDevice, uc, N);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return set_d8(st, dstDevice, uc, N);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return set_d8(st, dstDevice, uc, N);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
-                                               CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return set_d8(st, dstDevice, uc, N);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return set_d32(st, dstDevice, ui, N);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = need_context(st)) return rc;
-    return set_d32(st, dstDevice, ui, N);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return set_d32(st, dstDevice, ui, N);
-}
-
-FAKE_API CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
-                                                CUstream hStream) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
-    if (CUresult rc = fake::check_stream(st, hStream, nullptr)) return rc;
-    return set_d32(st, dstDevice, ui, N);
-}
-
 // ---- pinned, mapped and registered host memory -----------------------------------------------------
 
 FAKE_API CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
@@ -536,10 +293,8 @@ FAKE_API CUresult CUDAAPI cuMemFreeHost(void* p) {
     FAKE_ENTER(fake::kNeedsInit);
     State& st = fake::state();
     if (!fake::current_context(st)) return CUDA_ERROR_INVALID_CONTEXT;
-    auto it = st.allocs.find(reinterpret_cast<std::uintptr_t>(p));
-    if (!p || it == st.allocs.end() || it->second.kind != Kind::Host) return CUDA_ERROR_INVALID_VALUE;
-    fake::destroy_allocation(st, it);
-    return CUDA_SUCCESS;
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    return free_when_idle(st, reinterpret_cast<std::uintptr_t>(p), {Kind::Host}, CUDA_ERROR_INVALID_VALUE);
 }
 
 FAKE_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
@@ -577,10 +332,8 @@ FAKE_API CUresult CUDAAPI cuMemHostUnregister(void* p) {
     State& st = fake::state();
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::current_context(st)) return CUDA_ERROR_INVALID_CONTEXT;
-    auto it = st.allocs.find(reinterpret_cast<std::uintptr_t>(p));
-    if (it == st.allocs.end() || it->second.kind != Kind::Registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    fake::destroy_allocation(st, it);
-    return CUDA_SUCCESS;
+    return free_when_idle(st, reinterpret_cast<std::uintptr_t>(p), {Kind::Registered},
+                          CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 }
 
 // ---- pointer attributes ------------------------------------------------------------------------------

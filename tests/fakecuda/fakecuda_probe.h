@@ -19,6 +19,9 @@
  *   FAKECUDA_DRIVER_VERSION=N   version reported by cuDriverGetVersion and used by
  *                               cuGetProcAddress* (default: the variant's)
  *   FAKECUDA_NUMA_NODES=N       host NUMA nodes accepted in CUmemLocation (default 1)
+ *   FAKECUDA_STREAM_DELAY_US=N  each piece of stream work starts N microseconds after
+ *                               it could (default 0), widening the window in which
+ *                               work is still pending (see fakecuda_set_stream_delay_us)
  */
 #ifndef CUDYN_TESTS_FAKECUDA_PROBE_H
 #define CUDYN_TESTS_FAKECUDA_PROBE_H
@@ -128,6 +131,18 @@ FAKECUDA_PROBE_API void fakecuda_set_attribute(int device, int attribute, int va
 /* What cuDeviceCanAccessPeer(a, b) answers (default 1 for a != b). */
 FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
 
+/* --- streams ----------------------------------------------------------------
+ * Stream work runs later, on the fake's worker thread. Each piece starts `us`
+ * microseconds after its stream reached it and its dependencies were done
+ * (overrides FAKECUDA_STREAM_DELAY_US; 0: as soon as the worker gets to it). */
+FAKECUDA_PROBE_API void fakecuda_set_stream_delay_us(unsigned int us);
+/* Pieces of stream work enqueued and not yet done, in every context. */
+FAKECUDA_PROBE_API long fakecuda_pending_work(void);
+/* The error a device's primary context failed with (CUDA_ERROR_ILLEGAL_ADDRESS
+ * when stream work found its memory gone), 0 while it is healthy, -1 for a bad
+ * device. Cleared when the context is destroyed (its last release). */
+FAKECUDA_PROBE_API int fakecuda_context_error(int device);
+
 /* --- inter-process sharing --------------------------------------------------
  * Non-zero: cuEventRecord of an interprocess event in this process leaves the
  * record pending, as if the GPU work before it were still running (cuEventQuery
@@ -173,6 +188,9 @@ typedef void (*PFN_fakecuda_set_fail)(const char* spec);
 typedef void (*PFN_fakecuda_set_attribute)(int device, int attribute, int value);
 typedef void (*PFN_fakecuda_set_peer_access)(int a, int b, int can);
 typedef void (*PFN_fakecuda_hold_events)(int on);
+typedef void (*PFN_fakecuda_set_stream_delay_us)(unsigned int us);
+typedef long (*PFN_fakecuda_pending_work)(void);
+typedef int (*PFN_fakecuda_context_error)(int device);
 typedef int (*PFN_fakecuda_proc_request_count)(void);
 typedef int (*PFN_fakecuda_proc_request)(int i, const char** name, int* version,
                                          unsigned long long* flags);

@@ -57,6 +57,7 @@ const fake::ProcEntry kEntries[] = {
     {"cuStreamDestroy", 2000, fn(&cuStreamDestroy), nullptr},
     {"cuStreamDestroy", 4000, fn(&cuStreamDestroy_v2), nullptr},
     {"cuStreamSynchronize", 2000, fn(&cuStreamSynchronize), fn(&cuStreamSynchronize_ptsz)},
+    {"cuStreamQuery", 2000, fn(&cuStreamQuery), fn(&cuStreamQuery_ptsz)},
     {"cuStreamWaitEvent", 3020, fn(&cuStreamWaitEvent), fn(&cuStreamWaitEvent_ptsz)},
     {"cuEventCreate", 2000, fn(&cuEventCreate), nullptr},
     {"cuEventDestroy", 2000, fn(&cuEventDestroy), nullptr},

@@ -252,7 +252,16 @@ std::string base_name(const std::string& symbol) {
     return s;
 }
 
-Call::Call(const char* symbol, unsigned needs) : lock_(state().mu), symbol_(symbol) {
+namespace {
+thread_local Call* t_current_call = nullptr;
+}  // namespace
+
+Call& Call::current() { return *t_current_call; }
+
+Call::~Call() { t_current_call = outer_; }
+
+Call::Call(const char* symbol, unsigned needs) : lock_(state().mu), symbol_(symbol), outer_(t_current_call) {
+    t_current_call = this;
     State& st = state();
     ++st.calls[symbol];
     if (st.deinitialized) {
@@ -281,6 +290,14 @@ Call::Call(const char* symbol, unsigned needs) : lock_(state().mu), symbol_(symb
     if ((needs & kNeedsInit) && !st.initialized) {
         done_ = true;
         rc_ = CUDA_ERROR_NOT_INITIALIZED;
+        return;
+    }
+    // A context that faulted answers its error to everything that uses it.
+    if ((needs & kNeedsInit) && (needs & kDeviceLevel) != kDeviceLevel) {
+        if (CUctx_st* ctx = current_context(st); ctx && ctx->sticky != CUDA_SUCCESS) {
+            done_ = true;
+            rc_ = ctx->sticky;
+        }
     }
 }
 
@@ -360,7 +377,7 @@ bool is_default_stream(CUstream s) {
     return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
 }
 
-CUresult check_stream(State& st, CUstream s, CUctx_st** ctx_out) {
+CUresult check_stream(State& st, CUstream s, CUctx_st** ctx_out, bool) {
     CUctx_st* ctx = nullptr;
     if (is_default_stream(s)) {
         ctx = current_context(st);
@@ -369,6 +386,7 @@ CUresult check_stream(State& st, CUstream s, CUctx_st** ctx_out) {
         if (st.streams.count(s) == 0) return CUDA_ERROR_INVALID_HANDLE;
         ctx = s->ctx;
     }
+    if (ctx->sticky != CUDA_SUCCESS) return ctx->sticky;
     if (ctx_out) *ctx_out = ctx;
     return CUDA_SUCCESS;
 }
@@ -490,6 +508,12 @@ void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterato
 }
 
 void destroy_context_resources(State& st, CUctx_st* ctx) {
+    // Destroying a context waits for its work first (measured: releasing the
+    // last reference under a running kernel returned when the kernel was
+    // done), then drops what a failed context left pending.
+    (void)wait_context(st, ctx);
+    drop_context_queues(st, ctx);
+    ctx->sticky = CUDA_SUCCESS;
     for (auto it = st.allocs.begin(); it != st.allocs.end();) {
         auto next = std::next(it);
         if (it->second.ctx == ctx && it->second.kind != Kind::VmmMapped) destroy_allocation(st, it);
@@ -573,6 +597,7 @@ __attribute__((constructor)) void fakecuda_load() {
     st.device_count = fake::env_int("FAKECUDA_DEVICES", 1, 0, fake::kMaxDevices);
     st.numa_nodes = fake::env_int("FAKECUDA_NUMA_NODES", 1, 1, 64);
     st.driver_version = fake::env_int("FAKECUDA_DRIVER_VERSION", FAKECUDA_DRIVER_VERSION, 1000, 99990);
+    st.stream_delay_us = static_cast<unsigned>(fake::env_int("FAKECUDA_STREAM_DELAY_US", 0, 0, 10'000'000));
     if (const char* a = std::getenv("FAKECUDA_ATTR")) fake::apply_attribute_overrides(st, a);
     if (const char* f = std::getenv("FAKECUDA_FAIL")) fake::set_fail_spec(st, f);
 }

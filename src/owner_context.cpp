@@ -1,0 +1,117 @@
+// cudyn — OwnerContext: one shared retain per context, and ContextScope.
+#include "cudyn/owner_context.hpp"
+#include "cudyn/driver_call.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace cudyn::detail {
+
+struct ContextRetain {
+    CUcontext context = nullptr;
+    CUdevice device = 0;
+    bool retained = false;  // false: a context cudyn could not retain, only remembered
+
+    ContextRetain(CUcontext c, CUdevice d, bool r) noexcept : context(c), device(d), retained(r) {}
+    ContextRetain(const ContextRetain&) = delete;
+    ContextRetain& operator=(const ContextRetain&) = delete;
+    ~ContextRetain() {
+        if (retained) (void)release_primary_context(device);
+    }
+};
+
+namespace {
+
+// The live retain of each context, so owners created in one context share one.
+// Never destroyed: owners may die during static destruction.
+class RetainRegistry {
+public:
+    std::shared_ptr<const ContextRetain> find(CUcontext context) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& entry : entries_)
+            if (entry.first == context)
+                if (auto live = entry.second.lock()) return live;
+        return nullptr;
+    }
+    // Records `retain` unless another thread recorded one for the context
+    // first; returns the one to share.
+    std::shared_ptr<const ContextRetain> publish(std::shared_ptr<const ContextRetain> retain) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                      [](const auto& entry) { return entry.second.expired(); }),
+                       entries_.end());
+        for (auto& entry : entries_)
+            if (entry.first == retain->context)
+                if (auto live = entry.second.lock()) return live;  // ours is dropped: released at once
+        entries_.emplace_back(retain->context, retain);
+        return retain;
+    }
+
+private:
+    std::mutex mutex_;
+    std::vector<std::pair<CUcontext, std::weak_ptr<const ContextRetain>>> entries_;
+};
+
+RetainRegistry& registry() {
+    static RetainRegistry* instance = new RetainRegistry();
+    return *instance;
+}
+
+}  // namespace
+
+Result<OwnerContext> OwnerContext::current() {
+    CUcontext context = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &context));
+    OwnerContext owner;
+    if (context == nullptr) return owner;
+    owner.context_ = registry().find(context);
+    if (owner.context_) return owner;
+    CUdevice device = 0;
+    if (auto known = call_driver(&DriverTable::cuCtxGetDevice_v2000, &device); !known) {
+        // The thread still names a primary context whose last reference was
+        // released: no usable context is current.
+        const CUresult why = known.error().driver_result;
+        if (why == CUDA_ERROR_INVALID_CONTEXT || why == CUDA_ERROR_CONTEXT_IS_DESTROYED) return owner;
+        return std::move(known).error();
+    }
+    CUcontext primary = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxRetain_v7000, &primary, device));
+    // The retain is taken first and given back if the current context is not
+    // the device's primary one: then cudyn can only remember it.
+    auto retain = std::make_shared<ContextRetain>(primary, device, true);
+    if (primary != context) {
+        retain.reset();
+        owner.context_ = std::make_shared<const ContextRetain>(context, device, false);
+        return owner;
+    }
+    owner.context_ = registry().publish(std::move(retain));
+    return owner;
+}
+
+Result<void> release_primary_context(CUdevice device) {
+    if (has_entry(&DriverTable::cuDevicePrimaryCtxRelease_v11000))
+        return call_driver(&DriverTable::cuDevicePrimaryCtxRelease_v11000, device);
+    return call_driver(&DriverTable::cuDevicePrimaryCtxRelease_v7000, device);
+}
+
+CUcontext OwnerContext::handle() const noexcept { return context_ ? context_->context : nullptr; }
+CUdevice OwnerContext::device() const noexcept { return context_ ? context_->device : 0; }
+
+ContextScope::ContextScope(CUcontext context) noexcept {
+    if (context == nullptr) return;
+    if (!call_driver(&DriverTable::cuCtxGetCurrent_v4000, &previous_).has_value()) return;
+    if (previous_ == context) {
+        bound_ = true;
+        return;
+    }
+    switched_ = call_driver(&DriverTable::cuCtxSetCurrent_v4000, context).has_value();
+    bound_ = switched_;
+}
+
+ContextScope::~ContextScope() {
+    if (switched_) (void)call_driver(&DriverTable::cuCtxSetCurrent_v4000, previous_);
+}
+
+}  // namespace cudyn::detail

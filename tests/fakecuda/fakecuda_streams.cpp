@@ -1,0 +1,220 @@
+// fakecuda_streams.cpp — stream work that runs later, as on a GPU.
+//
+// Every stream (each context's legacy default stream, each thread's
+// per-thread default stream, every created stream) is a Queue of Work. One
+// worker thread, started by the first enqueue, runs the work: the head of
+// each queue once its dependencies are done and, with a delay configured, that
+// much later. Streams therefore run independently of each other and of the
+// calling threads, in their own order, as a GPU's do:
+//
+//   * the legacy stream waits for the work enqueued before on every blocking
+//     stream of its context (per-thread default and CU_STREAM_DEFAULT
+//     streams), and they wait for the legacy stream's; non-blocking streams
+//     wait for nothing implicitly;
+//   * cuStreamWaitEvent adds the event's last record as a dependency (in
+//     another process, through the shared event page: polled);
+//   * a task that finds its memory gone (freed, unmapped) answers an error:
+//     the context becomes sticky-failed with it (CUDA_ERROR_ILLEGAL_ADDRESS,
+//     as a GPU fault leaves a context), and the rest of its work is dropped.
+//
+// Waiting entries (synchronizations, releases that wait) release the fake's
+// lock while they wait (block_until), so the worker and other threads go on.
+#include "fake_state.hpp"
+
+#include <algorithm>
+
+namespace fake {
+
+namespace {
+
+constexpr auto kLongestWait = std::chrono::seconds(60);
+
+bool dependencies_met(const Work& work, bool* polling) {
+    for (const Dependency& d : work.after)
+        if (d.queue->completed < d.seq) return false;
+    // Another process's record: polled (its completion notifies no one here).
+    // A recorder that died counts as an end: the work itself then fails.
+    if (work.ipc_event != nullptr && ipc_event_reached(work.ipc_event, work.ipc_target) == 0) {
+        *polling = true;
+        return false;
+    }
+    return true;
+}
+
+// The one worker: runs every queue's ready head, oldest-ready first, until
+// the process ends. Never joined (the state is never destroyed either).
+void worker_main() {
+    State& st = state();
+    std::unique_lock<std::mutex> lock(st.mu);
+    std::size_t rotate = 0;
+    for (;;) {
+        const auto now = std::chrono::steady_clock::now();
+        bool ran = false;
+        bool polling = false;
+        auto next = std::chrono::steady_clock::time_point::max();
+        const std::size_t n = st.queues.size();
+        for (std::size_t k = 0; k < n && !ran; ++k) {
+            const std::shared_ptr<Queue> queue = st.queues[(rotate + k) % n];
+            if (queue->pending.empty()) continue;
+            Work& head = queue->pending.front();
+            // A failed context runs nothing more; a driver at exit neither.
+            const bool drop = queue->ctx->sticky != CUDA_SUCCESS || st.deinitialized;
+            if (!drop) {
+                if (!dependencies_met(head, &polling)) continue;
+                if (!head.started) {
+                    head.started = true;
+                    head.ready_at = now + std::chrono::microseconds(st.stream_delay_us);
+                }
+                if (head.ready_at > now) {
+                    next = std::min(next, head.ready_at);
+                    continue;
+                }
+            }
+            Work work = std::move(head);
+            queue->pending.pop_front();
+            if (!drop) {
+                const CUresult rc = work.task(st);
+                if (rc != CUDA_SUCCESS && queue->ctx->sticky == CUDA_SUCCESS) queue->ctx->sticky = rc;
+            }
+            queue->completed = work.seq;
+            rotate = (rotate + k + 1) % n;
+            ran = true;
+        }
+        // Queues nobody names any more (destroyed streams, dead contexts) go once drained.
+        st.queues.erase(std::remove_if(st.queues.begin(), st.queues.end(),
+                                       [](const std::shared_ptr<Queue>& q) {
+                                           return q->pending.empty() && q.use_count() == 1;
+                                       }),
+                        st.queues.end());
+        if (ran) {
+            st.progress.notify_all();
+            continue;
+        }
+        if (polling) next = std::min(next, now + std::chrono::milliseconds(1));
+        if (next == std::chrono::steady_clock::time_point::max())
+            st.work.wait(lock);
+        else
+            st.work.wait_until(lock, next);
+    }
+}
+
+std::shared_ptr<Queue> make_queue(State& st, CUctx_st* ctx, bool legacy, bool blocking) {
+    auto queue = std::make_shared<Queue>();
+    queue->ctx = ctx;
+    queue->legacy = legacy;
+    queue->blocking = blocking;
+    st.queues.push_back(queue);
+    return queue;
+}
+
+// Every queue of a context, the per-thread ones included.
+template <typename Visit>
+void for_each_queue(State& st, CUctx_st* ctx, Visit visit) {
+    for (const auto& queue : st.queues)
+        if (queue->ctx == ctx) visit(queue);
+}
+
+}  // namespace
+
+std::shared_ptr<Queue> new_queue(State& st, CUctx_st* ctx, bool blocking) {
+    return make_queue(st, ctx, false, blocking);
+}
+
+CUresult stream_queue(State& st, CUstream s, bool per_thread_default, std::shared_ptr<Queue>* out) {
+    CUctx_st* ctx = nullptr;
+    if (CUresult rc = check_stream(st, s, &ctx, per_thread_default)) return rc;
+    if (!is_default_stream(s)) {
+        *out = s->queue;
+        return CUDA_SUCCESS;
+    }
+    const bool per_thread = s == CU_STREAM_PER_THREAD || (s == nullptr && per_thread_default);
+    if (!per_thread) {
+        if (!ctx->legacy) ctx->legacy = make_queue(st, ctx, true, false);
+        *out = ctx->legacy;
+        return CUDA_SUCCESS;
+    }
+    std::shared_ptr<Queue>& mine = ctx->per_thread[std::this_thread::get_id()];
+    if (!mine) mine = make_queue(st, ctx, false, true);
+    *out = mine;
+    return CUDA_SUCCESS;
+}
+
+Dependency enqueue(State& st, const std::shared_ptr<Queue>& queue, Task task, std::vector<Dependency> after,
+                   SharedEvent* ipc_event, std::uint64_t ipc_target) {
+    // The legacy stream's implicit synchronization, both ways.
+    if (queue->legacy) {
+        for_each_queue(st, queue->ctx, [&](const std::shared_ptr<Queue>& other) {
+            if (other->blocking && other->enqueued > other->completed) after.push_back({other, other->enqueued});
+        });
+    } else if (queue->blocking && queue->ctx->legacy && queue->ctx->legacy->enqueued > queue->ctx->legacy->completed) {
+        after.push_back({queue->ctx->legacy, queue->ctx->legacy->enqueued});
+    }
+    Work work;
+    work.seq = ++queue->enqueued;
+    work.after = std::move(after);
+    work.ipc_event = ipc_event;
+    work.ipc_target = ipc_target;
+    work.task = std::move(task);
+    queue->pending.push_back(std::move(work));
+    if (!st.worker_started) {
+        st.worker_started = true;
+        std::thread(worker_main).detach();
+    }
+    st.work.notify_one();
+    return Dependency{queue, queue->enqueued};
+}
+
+bool finished(const Dependency& work) { return !work.queue || work.queue->completed >= work.seq; }
+
+bool block_until(State& st, const std::function<bool()>& done, std::chrono::milliseconds poll) {
+    std::unique_lock<std::mutex>& lock = Call::current().lock();
+    const auto give_up = std::chrono::steady_clock::now() + kLongestWait;
+    while (!done()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= give_up) return false;
+        if (poll.count() > 0)
+            st.progress.wait_until(lock, std::min(give_up, now + poll));
+        else
+            st.progress.wait_until(lock, give_up);
+    }
+    return true;
+}
+
+CUresult wait_for(State& st, const Dependency& work) {
+    if (!block_until(st, [&] { return finished(work); })) return CUDA_ERROR_LAUNCH_TIMEOUT;
+    return work.queue ? work.queue->ctx->sticky : CUDA_SUCCESS;
+}
+
+CUresult wait_queue(State& st, const std::shared_ptr<Queue>& queue) {
+    std::vector<Dependency> all{{queue, queue->enqueued}};
+    // Synchronizing the legacy stream waits for the blocking streams too
+    // (measured: cuStreamSynchronize(CU_STREAM_LEGACY) waited for a kernel on
+    // a CU_STREAM_DEFAULT stream, not for one on a non-blocking stream).
+    if (queue->legacy)
+        for_each_queue(st, queue->ctx, [&](const std::shared_ptr<Queue>& other) {
+            if (other->blocking) all.push_back({other, other->enqueued});
+        });
+    if (!block_until(st, [&] { return std::all_of(all.begin(), all.end(), finished); }))
+        return CUDA_ERROR_LAUNCH_TIMEOUT;
+    return queue->ctx->sticky;
+}
+
+CUresult wait_context(State& st, CUctx_st* ctx) {
+    std::vector<Dependency> all;
+    for_each_queue(st, ctx, [&](const std::shared_ptr<Queue>& queue) { all.push_back({queue, queue->enqueued}); });
+    if (!block_until(st, [&] { return std::all_of(all.begin(), all.end(), finished); }))
+        return CUDA_ERROR_LAUNCH_TIMEOUT;
+    return ctx->sticky;
+}
+
+void drop_context_queues(State& st, CUctx_st* ctx) {
+    for_each_queue(st, ctx, [](const std::shared_ptr<Queue>& queue) {
+        for (const Work& work : queue->pending) queue->completed = work.seq;
+        queue->pending.clear();
+    });
+    ctx->legacy.reset();
+    ctx->per_thread.clear();
+    st.progress.notify_all();
+}
+
+}  // namespace fake

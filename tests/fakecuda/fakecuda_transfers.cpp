@@ -1,0 +1,405 @@
+// fakecuda_transfers.cpp — copies and sets, as stream work.
+//
+// Each call checks its arguments at once (CUDA_ERROR_INVALID_VALUE for an
+// address outside tracked memory, as before) and enqueues the work on its
+// stream: the no-stream forms on the legacy default stream (the _ptds forms
+// on the calling thread's per-thread stream). The work resolves its addresses
+// again when it runs; memory freed or unmapped in between fails the context
+// with CUDA_ERROR_ILLEGAL_ADDRESS.
+//
+// When the call returns follows the driver API's "API synchronization
+// behavior" rules, as measured on an H100 with driver 580
+// (docs/measurements/h100-2026-11-23-driver-facts.md):
+//
+//   no-stream copies  host -> host                       when done
+//                     device -> host (pageable, pinned)  when done
+//                     pinned host -> device              when done
+//                     pageable host -> device            once the source is staged (the device write may be pending)
+//                     device -> device                   at once
+//   no-stream sets    device memory                      at once
+//                     pinned host or managed memory      when done
+//   Async copies      a pageable source                  once the source is staged
+//                     a pageable destination             when done
+//                     otherwise                          at once
+//   Async sets                                           at once
+//
+// "Device" is device, VMM-mapped, IPC-opened and managed memory; "pinned" is
+// cuMemHostAlloc and registered memory; any other address is pageable.
+#include "fake_state.hpp"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace {
+
+using fake::Allocation;
+using fake::Kind;
+using fake::State;
+
+enum class Side { Device, Managed, Pinned, Pageable };
+
+Side side_of(State& st, std::uintptr_t p) {
+    std::size_t offset = 0;
+    if (fake::find_alias(st, p, &offset)) return Side::Pinned;  // a registered range's device address
+    if (fake::vmm_check(st, p, 1) != 0) return Side::Device;
+    const Allocation* a = fake::find_allocation(st, p, 0);
+    if (!a) return Side::Pageable;
+    switch (a->kind) {
+        case Kind::Host:
+        case Kind::Registered: return Side::Pinned;
+        case Kind::Managed: return Side::Managed;
+        default: return Side::Device;
+    }
+}
+
+bool on_host(Side side) { return side == Side::Pinned || side == Side::Pageable; }
+
+// When the call returns (see the table above).
+enum class Returns { AtOnce, Staged, WhenDone };
+
+Returns no_stream_copy(Side destination, Side source) {
+    if (on_host(destination)) return Returns::WhenDone;  // to any host memory, from anywhere
+    if (source == Side::Pageable) return Returns::Staged;
+    if (source == Side::Pinned) return Returns::WhenDone;
+    return Returns::AtOnce;
+}
+
+Returns async_copy(Side destination, Side source) {
+    if (destination == Side::Pageable) return Returns::WhenDone;
+    if (source == Side::Pageable) return Returns::Staged;
+    return Returns::AtOnce;
+}
+
+Returns no_stream_set(Side destination) {
+    return destination == Side::Pinned || destination == Side::Managed ? Returns::WhenDone : Returns::AtOnce;
+}
+
+// One side of a transfer as the work finds it when it runs.
+struct Operand {
+    enum class How {
+        Device,   // a device address (resolve_device: aliases, VMM, tracked allocations)
+        Unified,  // any address, as cuMemcpy infers it
+        Host,     // a host pointer
+        Staged,   // a copy of pageable bytes taken at the call
+    } how = How::Device;
+    std::uintptr_t address = 0;
+    bool tracked = false;  // host memory the driver knew at the call (pinned): it must still be there
+    std::shared_ptr<std::vector<unsigned char>> staged;
+};
+
+// With unified addressing the driver infers the kind from the address.
+// Tracked allocations are bounds-checked (registered aliases translated); any
+// other address is pageable host memory.
+CUresult unified_operand(State& st, std::uintptr_t addr, std::size_t n, void** out) {
+    std::size_t off = 0;
+    if (Allocation* a = fake::find_alias(st, addr, &off)) {
+        if (n > a->size - off) return CUDA_ERROR_INVALID_VALUE;
+        *out = reinterpret_cast<void*>(a->base + off);
+        return CUDA_SUCCESS;
+    }
+    if (const int vmm = fake::vmm_check(st, addr, n); vmm != 0) {
+        if (vmm < 0) return CUDA_ERROR_INVALID_VALUE;
+    } else if (Allocation* a = fake::find_allocation(st, addr, 0)) {
+        if (n > a->size - (addr - a->base)) return CUDA_ERROR_INVALID_VALUE;
+    } else if (addr == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = reinterpret_cast<void*>(addr);
+    return CUDA_SUCCESS;
+}
+
+// Where the operand's n bytes are now; nullptr when they are not there any more.
+void* locate(State& st, const Operand& op, std::size_t n) {
+    switch (op.how) {
+        case Operand::How::Device: return fake::resolve_device(st, op.address, n);
+        case Operand::How::Unified: {
+            // Memory the driver knew at the call must still be there (not
+            // taken for pageable memory at the same address).
+            if (op.tracked && side_of(st, op.address) == Side::Pageable) return nullptr;
+            void* where = nullptr;
+            return unified_operand(st, op.address, n, &where) == CUDA_SUCCESS ? where : nullptr;
+        }
+        case Operand::How::Host:
+            if (op.tracked && !fake::find_allocation(st, op.address, n)) return nullptr;
+            return reinterpret_cast<void*>(op.address);
+        case Operand::How::Staged: return op.staged->data();
+    }
+    return nullptr;
+}
+
+Operand device_operand(CUdeviceptr p) { return {Operand::How::Device, static_cast<std::uintptr_t>(p), true, {}}; }
+
+// Pinned when all n bytes lie in one pinned allocation, else pageable.
+Operand host_operand(State& st, const void* p, std::size_t n) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    return {Operand::How::Host, address, fake::find_allocation(st, address, n) != nullptr, {}};
+}
+
+Operand unified(State& st, CUdeviceptr p) {
+    const auto address = static_cast<std::uintptr_t>(p);
+    return {Operand::How::Unified, address, side_of(st, address) != Side::Pageable, {}};
+}
+
+// The queue of a call: its stream, or the default stream of a no-stream call.
+CUresult queue_of(State& st, CUstream stream, bool per_thread_default, std::shared_ptr<fake::Queue>* queue) {
+    return fake::stream_queue(st, stream, per_thread_default, queue);
+}
+
+// Enqueues the work and returns when `returns` says.
+CUresult submit(State& st, const std::shared_ptr<fake::Queue>& queue, fake::Task task, Returns returns) {
+    const fake::Dependency work = fake::enqueue(st, queue, std::move(task));
+    if (returns == Returns::WhenDone) return fake::wait_for(st, work);
+    return CUDA_SUCCESS;
+}
+
+// A copy of n bytes, both sides checked now and located again when it runs.
+CUresult copy(State& st, const std::shared_ptr<fake::Queue>& queue, Operand destination, Operand source,
+              std::size_t n, Returns returns) {
+    if (returns == Returns::Staged) {
+        void* bytes = locate(st, source, n);
+        source.staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(bytes),
+                                                                     static_cast<const unsigned char*>(bytes) + n);
+        source.how = Operand::How::Staged;
+    }
+    return submit(
+        st, queue,
+        [destination, source, n](State& s) {
+            void* to = locate(s, destination, n);
+            void* from = locate(s, source, n);
+            if (!to || !from) return CUDA_ERROR_ILLEGAL_ADDRESS;
+            std::memmove(to, from, n);
+            return CUDA_SUCCESS;
+        },
+        returns);
+}
+
+CUresult check_present(State& st, const Operand& op, std::size_t n) {
+    return locate(st, op, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// ---- the entries' bodies ------------------------------------------------------------------
+
+CUresult memcpy_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream stream, bool has_stream,
+                        bool per_thread) {
+    State& st = fake::state();
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
+    if (n == 0) return CUDA_SUCCESS;
+    const Operand to = unified(st, dst);
+    const Operand from = unified(st, src);
+    if (check_present(st, to, n) != CUDA_SUCCESS || check_present(st, from, n) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    const Side to_side = side_of(st, to.address);
+    const Side from_side = side_of(st, from.address);
+    return copy(st, queue, to, from, n, has_stream ? async_copy(to_side, from_side) : no_stream_copy(to_side, from_side));
+}
+
+CUresult memcpy_htod(CUdeviceptr dst, const void* src, std::size_t n, CUstream stream, bool has_stream,
+                     bool per_thread) {
+    State& st = fake::state();
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
+    if (n == 0) return CUDA_SUCCESS;
+    const Operand to = device_operand(dst);
+    if (!src || check_present(st, to, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    const Operand from = host_operand(st, src, n);
+    const Side to_side = side_of(st, to.address);
+    const Side from_side = from.tracked ? Side::Pinned : Side::Pageable;
+    return copy(st, queue, to, from, n, has_stream ? async_copy(to_side, from_side) : no_stream_copy(to_side, from_side));
+}
+
+CUresult memcpy_dtoh(void* dst, CUdeviceptr src, std::size_t n, CUstream stream, bool has_stream, bool per_thread) {
+    State& st = fake::state();
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
+    if (n == 0) return CUDA_SUCCESS;
+    const Operand from = device_operand(src);
+    if (!dst || check_present(st, from, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    const Operand to = host_operand(st, dst, n);
+    const Side to_side = to.tracked ? Side::Pinned : Side::Pageable;
+    const Side from_side = side_of(st, from.address);
+    return copy(st, queue, to, from, n, has_stream ? async_copy(to_side, from_side) : no_stream_copy(to_side, from_side));
+}
+
+CUresult memcpy_dtod(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream stream, bool has_stream,
+                     bool per_thread) {
+    State& st = fake::state();
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
+    if (n == 0) return CUDA_SUCCESS;
+    const Operand to = device_operand(dst);
+    const Operand from = device_operand(src);
+    if (check_present(st, to, n) != CUDA_SUCCESS || check_present(st, from, n) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    const Side to_side = side_of(st, to.address);
+    const Side from_side = side_of(st, from.address);
+    return copy(st, queue, to, from, n, has_stream ? async_copy(to_side, from_side) : no_stream_copy(to_side, from_side));
+}
+
+// `count` elements of `width` (1 or 4) bytes, each set to `value`.
+CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, std::size_t width, CUstream stream,
+                      bool has_stream, bool per_thread) {
+    State& st = fake::state();
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
+    if (width == 4 && dst % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (count == 0) return CUDA_SUCCESS;
+    if (count > (~std::size_t{0}) / width) return CUDA_ERROR_INVALID_VALUE;
+    const std::size_t n = count * width;
+    const Operand to = device_operand(dst);
+    if (check_present(st, to, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    const Returns returns = has_stream ? Returns::AtOnce : no_stream_set(side_of(st, to.address));
+    return submit(
+        st, queue,
+        [to, value, count, width](State& s) {
+            auto* bytes = static_cast<unsigned char*>(locate(s, to, count * width));
+            if (!bytes) return CUDA_ERROR_ILLEGAL_ADDRESS;
+            if (width == 1) {
+                std::memset(bytes, static_cast<int>(value & 0xFFu), count);
+            } else {
+                for (std::size_t i = 0; i < count; ++i) std::memcpy(bytes + 4 * i, &value, 4);
+            }
+            return CUDA_SUCCESS;
+        },
+        returns);
+}
+
+constexpr bool kNoStream = false;
+constexpr bool kStream = true;
+constexpr bool kLegacy = false;
+constexpr bool kPerThread = true;
+
+}  // namespace
+
+// ---- copies ----------------------------------------------------------------------------------
+
+FAKE_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_unified(dst, src, ByteCount, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_unified(dst, src, ByteCount, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_unified(dst, src, ByteCount, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_unified(dst, src, ByteCount, hStream, kStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_htod(dstDevice, srcHost, ByteCount, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_htod(dstDevice, srcHost, ByteCount, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtoh(dstHost, srcDevice, ByteCount, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtoh(dstHost, srcDevice, ByteCount, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtod(dstDevice, srcDevice, ByteCount, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtod(dstDevice, srcDevice, ByteCount, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
+                                               CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_htod(dstDevice, srcHost, ByteCount, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount,
+                                                    CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_htod(dstDevice, srcHost, ByteCount, hStream, kStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                               CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtoh(dstHost, srcDevice, ByteCount, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                                    CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtoh(dstHost, srcDevice, ByteCount, hStream, kStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                               CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtod(dstDevice, srcDevice, ByteCount, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                                    size_t ByteCount, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_dtod(dstDevice, srcDevice, ByteCount, hStream, kStream, kPerThread);
+}
+
+// ---- sets ------------------------------------------------------------------------------------
+
+FAKE_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, uc, N, 1, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, uc, N, 1, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, uc, N, 1, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                               CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, uc, N, 1, hStream, kStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, ui, N, 4, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, ui, N, 4, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, ui, N, 4, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                                                CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, ui, N, 4, hStream, kStream, kPerThread);
+}
