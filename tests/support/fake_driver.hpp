@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #endif
 
+#include <cstdlib>
 #include <string>
 
 namespace cudyn_test {
@@ -65,6 +66,14 @@ public:
         return record;
     }
     void clear_logs() const { function<PFN_fakecuda_clear_logs>("fakecuda_clear_logs")(); }
+    void set_stream_delay_us(unsigned int us) const {
+        function<PFN_fakecuda_set_stream_delay_us>("fakecuda_set_stream_delay_us")(us);
+    }
+    long pending_work() const { return function<PFN_fakecuda_pending_work>("fakecuda_pending_work")(); }
+    // 0 while device `device`'s primary context is healthy, else the error it failed with.
+    int context_error(int device) const {
+        return function<PFN_fakecuda_context_error>("fakecuda_context_error")(device);
+    }
 
     void* symbol(const char* name) const { return lookup(name); }
 
@@ -101,6 +110,19 @@ private:
     }
 
     void* handle_ = nullptr;
+};
+
+// Every piece of stream work starts `us` after it could, for a scope; then
+// back to the suite's own delay (FAKECUDA_STREAM_DELAY_US, 0 when unset).
+class ScopedStreamDelay {
+public:
+    explicit ScopedStreamDelay(unsigned int us) { FakeDriver::loaded().set_stream_delay_us(us); }
+    ~ScopedStreamDelay() {
+        const char* suite = std::getenv("FAKECUDA_STREAM_DELAY_US");
+        FakeDriver::loaded().set_stream_delay_us(suite ? static_cast<unsigned int>(std::strtoul(suite, nullptr, 10)) : 0u);
+    }
+    ScopedStreamDelay(const ScopedStreamDelay&) = delete;
+    ScopedStreamDelay& operator=(const ScopedStreamDelay&) = delete;
 };
 
 // Clears an injected fault when a test section ends, whatever happened.
