@@ -85,8 +85,11 @@ inline bool same_words(CUdeviceptr address, std::size_t bytes, std::uint32_t val
     return true;
 }
 
+// A raw cuMemsetD32, waited for: the driver returns memsets before the device
+// has done them.
 inline cudyn::Result<void> set_words(CUdeviceptr address, std::size_t bytes, std::uint32_t value) {
-    return cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, address, value, bytes / 4);
+    CUDYN_TRY(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, address, value, bytes / 4));
+    return cudyn::call_driver(&cudyn::DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY);
 }
 
 inline cudyn::Result<cudyn::PrimaryContext> child_context(int ordinal = 0) {

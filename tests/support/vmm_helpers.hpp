@@ -36,9 +36,11 @@ inline void require_ok(const cudyn::Result<void>& result) {
     REQUIRE(result.has_value());
 }
 
-// cuMemsetD32 of `bytes` (a multiple of 4) at `address`.
+// cuMemsetD32 of `bytes` (a multiple of 4) at `address`, waited for (the
+// driver returns memsets of device memory before the device has done them).
 inline void fill32(CUdeviceptr address, std::size_t bytes, std::uint32_t value) {
     auto set = cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, address, value, bytes / 4);
+    if (set) set = cudyn::call_driver(&cudyn::DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY);
     INFO((set.has_value() ? std::string() : set.error().describe()));
     REQUIRE(set.has_value());
 }
