@@ -608,6 +608,88 @@ const CaseRegistrar span_copy_case({"memory/span-copy-4KiB",
                                     "enqueue rate",
                                     true, [](const Settings& s) { return span_small_op(s, false); }});
 
+// =============================================================================
+// 6. Synchronous forms: done when they return
+// =============================================================================
+
+// A synchronous 4 KiB fill or copy against the raw call followed by one
+// cuStreamSynchronize(CU_STREAM_LEGACY): what "synchronous means done" must
+// cost at most (the raw no-stream memset and device-to-device copy return
+// before the device is done; the sync is what makes them done).
+enum class SyncOp { Fill, CopyDeviceToDevice, CopyFromPageable };
+
+CaseResult span_sync_op(const Settings& settings, SyncOp op) {
+    std::string error;
+    const MemoryFixture* f = fixture(error);
+    if (f == nullptr) return skipped(error);
+    constexpr std::size_t kWords = 1024;
+    auto buffer = DeviceBuffer<std::uint32_t>::allocate(2 * kWords);
+    if (!buffer) return failed(buffer.error().describe());
+    std::vector<std::uint32_t> pageable(kWords, 7u);
+    const DeviceSpan<std::uint32_t> whole = buffer->device_span();
+    const DeviceSpan<std::uint32_t> front = *whole.subspan(0, kWords);
+    const DeviceSpan<std::uint32_t> back = *whole.subspan(kWords, kWords);
+    const DriverTable& cu = driver();
+    const auto raw_loop = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            CUresult rc = CUDA_SUCCESS;
+            switch (op) {
+                case SyncOp::Fill: rc = cu.cuMemsetD32_v3020(front.data(), static_cast<unsigned>(i), kWords); break;
+                case SyncOp::CopyDeviceToDevice: rc = cu.cuMemcpyDtoD_v3020(back.data(), front.data(), kWords * 4); break;
+                case SyncOp::CopyFromPageable: rc = cu.cuMemcpyHtoD_v3020(front.data(), pageable.data(), kWords * 4); break;
+            }
+            if (rc == CUDA_SUCCESS) rc = cu.cuStreamSynchronize_v2000(CU_STREAM_LEGACY);
+            wrong += rc == CUDA_SUCCESS ? 0 : 1;
+        }
+        return wrong;
+    };
+    const auto cudyn_loop = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            Result<void> done = ok();
+            switch (op) {
+                case SyncOp::Fill: done = front.fill(static_cast<std::uint32_t>(i)); break;
+                case SyncOp::CopyDeviceToDevice: done = back.copy_from(front); break;
+                case SyncOp::CopyFromPageable: done = front.copy_from(pageable); break;
+            }
+            wrong += done.has_value() ? 0 : 1;
+        }
+        return wrong;
+    };
+    CaseResult result = compare_loops(settings, 20000, raw_loop, cudyn_loop);
+    if (result.status != Status::Ok) return result;
+    switch (op) {
+        case SyncOp::Fill:
+            result.operation = "DeviceSpan::fill 4 KiB vs cuMemsetD32 + cuStreamSynchronize(LEGACY)";
+            break;
+        case SyncOp::CopyDeviceToDevice:
+            result.operation = "DeviceSpan::copy_from(span) 4 KiB vs cuMemcpyDtoD_v2 + cuStreamSynchronize(LEGACY)";
+            break;
+        case SyncOp::CopyFromPageable:
+            result.operation = "DeviceSpan::copy_from(host) 4 KiB pageable vs cuMemcpyHtoD_v2 + cuStreamSynchronize(LEGACY)";
+            break;
+    }
+    result.unit = "ns/op";
+    add_target_note(result, "synchronous form vs raw call + legacy sync", 1.05, false);
+    return result;
+}
+
+const CaseRegistrar span_sync_fill_case({"memory/sync-fill-4KiB",
+                                         "DeviceSpan::fill (synchronous) of 4 KiB vs raw cuMemsetD32 + "
+                                         "cuStreamSynchronize(CU_STREAM_LEGACY)",
+                                         true, [](const Settings& s) { return span_sync_op(s, SyncOp::Fill); }});
+const CaseRegistrar span_sync_dtod_case({"memory/sync-copy-dtod-4KiB",
+                                         "DeviceSpan::copy_from(span) (synchronous) of 4 KiB vs raw cuMemcpyDtoD_v2 + "
+                                         "cuStreamSynchronize(CU_STREAM_LEGACY)",
+                                         true,
+                                         [](const Settings& s) { return span_sync_op(s, SyncOp::CopyDeviceToDevice); }});
+const CaseRegistrar span_sync_htod_case({"memory/sync-copy-htod-4KiB",
+                                         "DeviceSpan::copy_from(host) (synchronous) of 4 KiB pageable vs raw "
+                                         "cuMemcpyHtoD_v2 + cuStreamSynchronize(CU_STREAM_LEGACY)",
+                                         true,
+                                         [](const Settings& s) { return span_sync_op(s, SyncOp::CopyFromPageable); }});
+
 }  // namespace
 
 }  // namespace cudyn::bench

@@ -5,6 +5,8 @@
 //
 //   vmm/cycle-2MiB     reserve + create + map + access + teardown of one granule
 //   vmm/map-unmap      map + access + unmap of an existing allocation (target <= 1.05x)
+//   vmm/unmap-idle-wait  the same, cudyn's unmap waiting for the idle device: the
+//                      wait's cost (target < 2 us)
 //   vmm/grow-16GiB     growing to 16 GiB in 256 MiB steps: GrowableBuffer vs raw VMM
 //                      (target <= 1.1x) vs alloc + copy + free (target >= 100x slower)
 //
@@ -214,6 +216,74 @@ CaseResult map_unmap(const Settings& settings) {
 
 const CaseRegistrar map_unmap_case({"vmm/map-unmap", "MappedRange::map (with access) and its unmap vs raw", true,
                                     map_unmap});
+
+// =============================================================================
+// 2b. What the wait before an unmap costs when the device is idle
+// =============================================================================
+
+// MappedRange waits for the device before it unmaps (Teardown::WaitForDevice):
+// a cuCtxSynchronize of the mapping's context. With nothing running that is
+// what this case measures: cudyn's map+access+unmap with the wait against the
+// raw map+access+unmap without it; the difference is the wait's whole cost.
+// An idle raw cuCtxSynchronize is timed too, for reference.
+CaseResult unmap_idle_wait(const Settings& settings) {
+    std::string why;
+    const VmmSetup* s = setup(why);
+    if (s == nullptr) return skipped(why);
+    const std::uint64_t cycles = settings.value_or_iterations(1000);
+    const std::size_t bytes = s->granularity;
+    const DriverTable& cu = driver();
+    auto range = AddressRange::reserve(bytes);
+    if (!range) return failed(range.error().describe());
+    auto memory = PhysicalMemory::create(s->props, bytes);
+    if (!memory) return failed(memory.error().describe());
+    const CUdeviceptr address = range->address();
+    const CUmemGenericAllocationHandle handle = memory->handle();
+    const auto raw = [&] {
+        return us_per_cycle(cycles, [&]() -> Result<void> {
+            RAW(cu.cuMemMap_v10020(address, bytes, 0, handle, 0), "cuMemMap");
+            RAW(cu.cuMemSetAccess_v10020(address, bytes, &s->raw_access, 1), "cuMemSetAccess");
+            RAW(cu.cuMemUnmap_v10020(address, bytes), "cuMemUnmap");
+            return ok();
+        });
+    };
+    const auto wrapped = [&] {
+        return us_per_cycle(cycles, [&]() -> Result<void> {
+            auto mapping = MappedRange::map(*range, 0, *memory, {{Location::device(0), AccessFlags::ReadWrite}});
+            if (!mapping) return mapping.error();
+            return mapping->unmap();  // Teardown::WaitForDevice: cuCtxSynchronize, then cuMemUnmap
+        });
+    };
+    CaseResult result;
+    if (auto measured = take_turns(settings.value_or_repetitions(15), raw, wrapped, result); !measured)
+        return failed(measured.error().describe());
+    std::vector<double> idle;
+    for (int round = 0; round < 7; ++round) {
+        auto sync = us_per_cycle(cycles * 10, [&]() -> Result<void> {
+            RAW(cu.cuCtxSynchronize_v2000(), "cuCtxSynchronize");
+            return ok();
+        });
+        if (!sync) return failed(sync.error().describe());
+        idle.push_back(*sync);
+    }
+    const double delta = result.cudyn - result.raw;
+    result.operation = "map+access+unmap " + std::to_string(bytes / kMiB) + " MiB, cudyn waiting for the device";
+    result.unit = "us/cycle";
+    result.iterations = cycles;
+    result.extra = {{"wait_us", delta}, {"raw_idle_ctx_sync_us", median(idle)}};
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "the idle wait before the unmap: %.2f us (median cudyn - median raw); raw idle cuCtxSynchronize "
+                  "%.2f us; target < 2 us: %s",
+                  delta, median(idle), delta < 2.0 ? "met" : "NOT met");
+    result.notes.push_back(line);
+    return result;
+}
+
+const CaseRegistrar unmap_idle_wait_case({"vmm/unmap-idle-wait",
+                                          "MappedRange map+access+unmap with its wait for the device (idle) vs raw "
+                                          "without; the difference is the wait",
+                                          true, unmap_idle_wait});
 
 // =============================================================================
 // 3. Growing to 16 GiB in 256 MiB steps
