@@ -5,6 +5,11 @@
 //     CUDYN_TRY(buffer->copy_from(host_vector));
 //     kernel_argument = buffer->device_pointer();
 //
+// The forms without a stream return once the device has done the work
+// (DeviceSpan's rule); the _async forms enqueue and return. The buffer keeps
+// the context it was allocated in and is freed there (cuMemFree waits for
+// that context's work first).
+//
 // Needs a current context (PrimaryContext::activate). Every operation checks
 // its arguments before calling the driver: a zero or overflowing size, a null
 // or empty span, a range past the end, or a moved-from buffer give

@@ -20,6 +20,12 @@
 // The driver's plain entries do the work (cuMemcpyHtoD/DtoH/DtoD, cuMemsetD8/
 // D32, and their Async forms), which take any address the device reaches under
 // unified addressing: device, managed, mapped host and VMM-mapped memory alike.
+//
+// The forms without a stream are synchronous: they return once the device has
+// done the work (the driver's memsets and device-to-device copies return
+// before that, so cudyn waits for the legacy default stream after them), and
+// are therefore ordered before anything enqueued next, on any stream. The
+// _async forms enqueue on `stream` and return.
 #pragma once
 
 #include "cudyn/host_span.hpp"
@@ -46,8 +52,8 @@ struct DeviceExtent {
 
 // The checked transfers behind DeviceSpan and DeviceBuffer. `operation` names
 // the caller in errors ("DeviceSpan::copy_from"); offsets and counts are in
-// elements; a null stream means synchronous. The destination (or source) is
-// elements [offset, offset + count) of the extent.
+// elements; a null stream means synchronous (done when it returns). The
+// destination (or source) is elements [offset, offset + count) of the extent.
 Result<void> copy_host_to_device(const char* operation, DeviceExtent destination, std::size_t offset,
                                  const void* source, std::size_t count, const StreamRef* stream);
 Result<void> copy_device_to_host(const char* operation, void* destination, std::size_t count, DeviceExtent source,
