@@ -379,6 +379,8 @@ bool block_until(State& st, const std::function<bool()>& done,
 CUresult wait_for(State& st, const Dependency& work);
 CUresult wait_queue(State& st, const std::shared_ptr<Queue>& queue);
 CUresult wait_context(State& st, CUctx_st* ctx);
+// Whether any queue of the context has work not yet done.
+bool context_busy(State& st, CUctx_st* ctx);
 // Everything pending in the context is done; its queues are dropped.
 void drop_context_queues(State& st, CUctx_st* ctx);
 bool finished(const Dependency& work);
@@ -409,7 +411,8 @@ void* reserve_inaccessible(std::size_t size);
 void release_reservation(void* reservation, std::size_t size);
 // Drop a tracked allocation and release what it owns.
 void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterator it);
-// Tear down everything owned by a primary context that reached refcount 0.
+// Tear down everything owned by a primary context that reached refcount 0
+// (the caller waited for its work first).
 void destroy_context_resources(State& st, CUctx_st* ctx);
 
 // ---- inter-process sharing (fakecuda_ipc.cpp) ----------------------------------

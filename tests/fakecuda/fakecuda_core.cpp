@@ -197,6 +197,12 @@ CUresult primary_release(CUdevice dev) {
     State& st = fake::state();
     if (!fake::valid_device(st, dev)) return CUDA_ERROR_INVALID_DEVICE;
     CUctx_st& ctx = st.devices[static_cast<std::size_t>(dev)].primary;
+    // The last release waits for the context's work before it destroys the
+    // context (measured: it returned once a running kernel was done). The lock
+    // is released while it waits, so look again afterwards: another thread
+    // may have retained or released meanwhile, or enqueued more work.
+    while (ctx.refcount == 1 && fake::context_busy(st, &ctx))
+        if (fake::wait_context(st, &ctx) == CUDA_ERROR_LAUNCH_TIMEOUT) break;  // bounded, as every wait
     if (ctx.refcount <= 0) return CUDA_ERROR_INVALID_CONTEXT;
     if (--ctx.refcount == 0) fake::destroy_context_resources(st, &ctx);
     return CUDA_SUCCESS;

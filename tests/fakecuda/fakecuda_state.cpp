@@ -508,10 +508,8 @@ void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterato
 }
 
 void destroy_context_resources(State& st, CUctx_st* ctx) {
-    // Destroying a context waits for its work first (measured: releasing the
-    // last reference under a running kernel returned when the kernel was
-    // done), then drops what a failed context left pending.
-    (void)wait_context(st, ctx);
+    // The caller waited for the context's work (primary_release); what a
+    // failed context left pending is dropped.
     drop_context_queues(st, ctx);
     ctx->sticky = CUDA_SUCCESS;
     for (auto it = st.allocs.begin(); it != st.allocs.end();) {

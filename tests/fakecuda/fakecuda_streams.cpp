@@ -207,6 +207,12 @@ CUresult wait_context(State& st, CUctx_st* ctx) {
     return ctx->sticky;
 }
 
+bool context_busy(State& st, CUctx_st* ctx) {
+    bool busy = false;
+    for_each_queue(st, ctx, [&](const std::shared_ptr<Queue>& queue) { busy = busy || !queue->pending.empty(); });
+    return busy && ctx->sticky == CUDA_SUCCESS;
+}
+
 void drop_context_queues(State& st, CUctx_st* ctx) {
     for_each_queue(st, ctx, [](const std::shared_ptr<Queue>& queue) {
         for (const Work& work : queue->pending) queue->completed = work.seq;
