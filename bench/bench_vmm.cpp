@@ -116,6 +116,21 @@ Result<double> us_per_cycle(std::uint64_t cycles, Body body) {
     return elapsed_ns(start, Clock::now()) / 1000.0 / static_cast<double>(cycles);
 }
 
+// One granule reserved and one created, unmapped: what the map/unmap cases map
+// again and again.
+struct Granule {
+    AddressRange range;
+    PhysicalMemory memory;
+};
+
+Result<Granule> make_granule(const VmmSetup& s) {
+    auto range = AddressRange::reserve(s.granularity);
+    if (!range) return range.error();
+    auto memory = PhysicalMemory::create(s.props, s.granularity);
+    if (!memory) return memory.error();
+    return Granule{std::move(*range), std::move(*memory)};
+}
+
 // =============================================================================
 // 1. One granule: reserve + create + map + access + teardown
 // =============================================================================
@@ -181,10 +196,10 @@ CaseResult map_unmap(const Settings& settings) {
     const std::uint64_t cycles = settings.value_or_iterations(1000);
     const std::size_t bytes = s->granularity;
     const DriverTable& cu = driver();
-    auto range = AddressRange::reserve(bytes);
-    if (!range) return failed(range.error().describe());
-    auto memory = PhysicalMemory::create(s->props, bytes);
-    if (!memory) return failed(memory.error().describe());
+    auto granule = make_granule(*s);
+    if (!granule) return failed(granule.error().describe());
+    AddressRange* const range = &granule->range;
+    PhysicalMemory* const memory = &granule->memory;
     const CUdeviceptr address = range->address();
     const CUmemGenericAllocationHandle handle = memory->handle();
 
@@ -238,10 +253,10 @@ CaseResult unmap_idle_wait(const Settings& settings) {
     const int rounds = settings.value_or_repetitions(15);
     const std::size_t bytes = s->granularity;
     const DriverTable& cu = driver();
-    auto range = AddressRange::reserve(bytes);
-    if (!range) return failed(range.error().describe());
-    auto memory = PhysicalMemory::create(s->props, bytes);
-    if (!memory) return failed(memory.error().describe());
+    auto granule = make_granule(*s);
+    if (!granule) return failed(granule.error().describe());
+    AddressRange* const range = &granule->range;
+    PhysicalMemory* const memory = &granule->memory;
     const CUdeviceptr address = range->address();
     const CUmemGenericAllocationHandle handle = memory->handle();
     // Microseconds per unmap, the unmap alone timed.
