@@ -1,5 +1,5 @@
 // cudyn loader — compile-time checks that each table entry has the exact type
-// cuda.h declares for its ABI symbol (DESIGN rule 5). A typedef that drifted
+// cuda.h declares for its ABI symbol. A typedef that drifted
 // from the declaration, or an entry listed with the wrong version, fails the
 // build here instead of corrupting a call at run time.
 #include "cudyn/driver_table.hpp"

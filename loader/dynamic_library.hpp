@@ -5,7 +5,7 @@
 
 namespace cudyn::loader {
 
-// An opened shared library. Deliberately never closed (DESIGN rule 9):
+// An opened shared library. Deliberately never closed:
 // destructors of cudyn objects may run after main returns and still call in.
 class DynamicLibrary {
 public:

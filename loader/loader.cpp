@@ -19,7 +19,7 @@ using ProcAddressV1 = PFN_cuGetProcAddress_v11030;
 
 // Every entry is resolved in its legacy-default-stream form, explicitly:
 // CU_GET_PROC_ADDRESS_DEFAULT would depend on a macro of whichever file is
-// compiled (DESIGN rule 6).
+// compiled.
 constexpr cuuint64_t kResolveFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
 
 // The process-wide loader state. Allocated once and never destroyed, so
@@ -44,7 +44,7 @@ void** table_slot(DriverTable& table, const DriverEntryInfo& entry) {
     return reinterpret_cast<void**>(reinterpret_cast<char*>(&table) + entry.offset);
 }
 
-// DESIGN rule 3: cuGetProcAddress_v2 -> cuGetProcAddress -> dlsym of the ABI
+// cuGetProcAddress_v2 -> cuGetProcAddress -> dlsym of the ABI
 // name, per symbol, asking for the base name at the version pinned from
 // cudaTypedefs.h. A refusal at one step only moves this symbol to the next.
 ResolvedVia resolve_entry(const loader::DynamicLibrary& library, ProcAddressV2 proc_address_v2,

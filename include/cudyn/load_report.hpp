@@ -16,7 +16,8 @@ enum class LoadState {
     Refused,     // the configured path was refused (not absolute); nothing was opened
 };
 
-// How one entry point was resolved (DESIGN rule 3: per symbol, independently).
+// How one entry point was resolved: each independently of every other, so an
+// old driver that lacks one entry still serves the rest.
 enum class ResolvedVia {
     None,           // not resolved: the driver lacks it
     ProcAddressV2,  // cuGetProcAddress_v2 (driver 12.0+)

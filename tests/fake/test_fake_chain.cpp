@@ -1,5 +1,5 @@
 // The entry-point chain picks the right route on each fake driver variant
-// (DESIGN rule 3), and a missing entry gives NotSupported from the call that
+// (each entry independently), and a missing entry gives NotSupported from the call that
 // needs it while the others work.
 #include "../support/catch.hpp"
 #include "../support/fake_driver.hpp"

@@ -2,7 +2,7 @@
 //
 // A real driver still exports cuMemAlloc, cuMemFree, cuMemcpyHtoD, ... with
 // 32-bit sizes and pointers; cuda.h renames every use to the _v2 form. A
-// loader that dlsyms an unsuffixed name (DESIGN.md rule 2), or asks
+// loader that dlsyms an unsuffixed name (the 32-bit v1 ABI), or asks
 // cuGetProcAddress for a version below 3020, lands here. These traps write no
 // outputs, say so on stderr and return CUDA_ERROR_NOT_SUPPORTED; tests can
 // also see them through fakecuda_call_count("cuMemAlloc").

@@ -30,7 +30,7 @@ TEST_CASE("every listed entry has a unique member, name@version and ABI symbol",
 }
 
 TEST_CASE("remapped names resolve to their _v2 ABI, never the 32-bit v1", "[unit][table]") {
-    // DESIGN rule 2: the unsuffixed cuMemAlloc is the 32-bit v1 ABI.
+    // The unsuffixed cuMemAlloc is the 32-bit v1 ABI; cuda.h maps the name to _v2.
     const auto& alloc = cudyn::entry_info(&DriverTable::cuMemAlloc_v3020);
     CHECK(std::string(alloc.name) == "cuMemAlloc");
     CHECK(std::string(alloc.abi_symbol) == "cuMemAlloc_v2");
