@@ -1,6 +1,7 @@
 // cudyn — InterprocessEvent and IpcEventDescriptor.
 #include "cudyn/ipc_event.hpp"
 #include "cudyn/driver_call.hpp"
+#include "completion.hpp"
 
 #include "cudyn/process_identity.hpp"
 #include "wire_format.hpp"
@@ -131,22 +132,14 @@ Result<void> InterprocessEvent::synchronize() const {
 
 Result<bool> InterprocessEvent::query() const {
     CUDYN_TRY(require("query"));
-    auto done = call_driver(&DriverTable::cuEventQuery_v2000, event_);
-    if (done) return true;
-    if (done.error().driver_result == CUDA_ERROR_NOT_READY) return false;
-    return std::move(done).error();
+    return detail::completion(call_driver(&DriverTable::cuEventQuery_v2000, event_));
 }
 
 Result<void> InterprocessEvent::destroy() {
     if (event_ == nullptr) return ok();
     opened_ = false;
-    Result<void> destroyed = ok();
-    {
-        const detail::ContextScope scope(context_);
-        destroyed = call_driver(&DriverTable::cuEventDestroy_v4000, std::exchange(event_, nullptr));
-    }
-    context_.reset();
-    return destroyed;
+    return context_.release_into(
+        [&] { return call_driver(&DriverTable::cuEventDestroy_v4000, std::exchange(event_, nullptr)); });
 }
 
 }  // namespace cudyn

@@ -131,15 +131,11 @@ Result<void> OpenedMem::close() {
     const CUdeviceptr base = std::exchange(base_, 0);
     offset_ = 0;
     size_ = 0;
-    Result<void> closed = ok();
-    {
-        const detail::ContextScope scope(context_);
-        closed = call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base);
-    }
+    const OpenRecord::Key key{context_.handle(), handle_.to_bytes()};
+    auto closed = context_.release_into([&] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base); });
     // The handle is open in the context until the driver has closed it: only
     // then may another open of it go ahead.
-    if (context_.handle() != nullptr) open_record().release({context_.handle(), handle_.to_bytes()});
-    context_.reset();
+    if (key.first != nullptr) open_record().release(key);
     return closed;
 }
 

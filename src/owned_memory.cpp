@@ -12,13 +12,7 @@ Result<void> OwnedMemory::release() {
     const std::uintptr_t address = std::exchange(address_, 0);
     device_address_ = 0;
     bytes_ = 0;
-    Result<void> released = ok();
-    {
-        const ContextScope scope(context_);
-        released = release(address);
-    }
-    context_.reset();  // after the release: the context must outlive its memory
-    return released;
+    return context_.release_into([&] { return release(address); });
 }
 
 Result<void> OwnedMemory::require(const char* operation, const char* owner) const {

@@ -1,6 +1,7 @@
 // cudyn — Stream: owned streams and the default-stream handles.
 #include "cudyn/stream.hpp"
 #include "cudyn/driver_call.hpp"
+#include "completion.hpp"
 
 #include <utility>
 
@@ -37,22 +38,14 @@ Result<void> Stream::synchronize() const {
 }
 
 Result<bool> Stream::query() const {
-    auto done = call_driver(&DriverTable::cuStreamQuery_v2000, stream_);
-    if (done) return true;
-    if (done.error().driver_result == CUDA_ERROR_NOT_READY) return false;
-    return std::move(done).error();
+    return detail::completion(call_driver(&DriverTable::cuStreamQuery_v2000, stream_));
 }
 
 Result<void> Stream::destroy() {
     if (!owned_) return ok();
     owned_ = false;
-    Result<void> destroyed = ok();
-    {
-        const detail::ContextScope scope(context_);
-        destroyed = call_driver(&DriverTable::cuStreamDestroy_v4000, std::exchange(stream_, nullptr));
-    }
-    context_.reset();
-    return destroyed;
+    return context_.release_into(
+        [&] { return call_driver(&DriverTable::cuStreamDestroy_v4000, std::exchange(stream_, nullptr)); });
 }
 
 }  // namespace cudyn

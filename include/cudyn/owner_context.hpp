@@ -44,6 +44,11 @@ public:
     bool empty() const noexcept { return context_ == nullptr; }
     // Drops this owner's reference (the retain goes with the last one).
     void reset() noexcept { context_.reset(); }
+    // An owner's release: `release` runs with this context current (and the
+    // caller's put back), then this reference is dropped, after the release,
+    // because the context must outlive what was released into it.
+    template <typename Release>
+    Result<void> release_into(Release&& release);
 
 private:
     std::shared_ptr<const ContextRetain> context_;
@@ -73,5 +78,16 @@ private:
     bool switched_ = false;
     bool bound_ = false;
 };
+
+template <typename Release>
+Result<void> OwnerContext::release_into(Release&& release) {
+    Result<void> released = ok();
+    {
+        const ContextScope scope(handle());
+        released = release();
+    }
+    reset();
+    return released;
+}
 
 }  // namespace cudyn::detail
