@@ -4,6 +4,8 @@
 #include "cudyn/driver_call.hpp"
 #include "cudyn/loader.hpp"
 
+#include <utility>
+
 namespace cudyn {
 
 Result<int> Device::count() {
@@ -60,11 +62,18 @@ Result<bool> Device::can_access_peer(const Device& peer) const {
 
 Result<DeviceCapabilities> probe_capabilities(const Device& device) {
     CUDYN_TRY(driver_status());
-    // An attribute newer than the driver is answered with CUDA_ERROR_INVALID_VALUE:
-    // that means "no", not a failure of the whole probe.
-    const auto flag = [&device](CUdevice_attribute attribute) {
+    // An attribute newer than the driver is answered with CUDA_ERROR_INVALID_VALUE
+    // (or NOT_SUPPORTED): that means "no", not a failure of the whole probe.
+    // Any other answer (out of memory, a lost context, ...) is a failure: a
+    // transient error must not read as a permanent absence.
+    Result<void> failure = ok();
+    const auto flag = [&device, &failure](CUdevice_attribute attribute) {
         auto value = device.attribute(attribute);
-        return value.has_value() && *value != 0;
+        if (value) return *value != 0;
+        const CUresult why = value.error().driver_result;
+        if (why != CUDA_ERROR_INVALID_VALUE && why != CUDA_ERROR_NOT_SUPPORTED && failure.has_value())
+            failure = std::move(value).error();
+        return false;
     };
     DeviceCapabilities caps;
     caps.virtual_memory_management = flag(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
@@ -81,6 +90,7 @@ Result<DeviceCapabilities> probe_capabilities(const Device& device) {
     caps.unified_addressing = flag(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
     caps.pageable_memory_access = flag(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS);
     caps.host_pointer_for_registered_memory = flag(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
+    if (!failure) return std::move(failure).error();
     return caps;
 }
 

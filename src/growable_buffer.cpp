@@ -160,13 +160,18 @@ Result<void> GrowableBuffer::map_chunks(std::size_t target) {
 }
 
 Result<void> GrowableBuffer::unmap_chunks(std::size_t target) {
-    Result<void> first_error = ok();
+    // Last first; a chunk the driver refused to unmap stays (mapped, in
+    // chunks_, with every chunk below it), so nothing is forgotten while the
+    // driver still maps it and a retry picks up where this stopped.
     while (chunks_.size() > target) {
-        auto unmapped = chunks_.back().unmap();
-        if (!unmapped && first_error.has_value()) first_error = std::move(unmapped);
+        if (auto unmapped = chunks_.back().unmap(); !unmapped) {
+            Error error = std::move(unmapped).error();
+            error.message += " (the buffer keeps " + std::to_string(chunks_.size()) + " chunk(s) mapped; retry)";
+            return error;
+        }
         chunks_.pop_back();
     }
-    return first_error;
+    return ok();
 }
 
 Result<void> GrowableBuffer::wait_for_device() const {
@@ -176,7 +181,12 @@ Result<void> GrowableBuffer::wait_for_device() const {
 
 Result<void> GrowableBuffer::release_physical(Contents contents) {
     if (empty()) return Error::invalid_argument("GrowableBuffer::release_physical: the buffer is empty (moved from)");
-    if (released_) return ok();
+    // Released already: what a refused unmap left mapped goes now (nothing when all went).
+    if (released_) {
+        if (chunks_.empty()) return ok();
+        CUDYN_TRY(wait_for_device());
+        return unmap_chunks(0);
+    }
     // Before the copy too: work still writing the buffer belongs in the saved bytes.
     CUDYN_TRY(wait_for_device());
     PinnedBuffer<unsigned char> copy;

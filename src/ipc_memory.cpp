@@ -72,6 +72,13 @@ CUDYN_DETAIL_COLD ProcessIdentity first_process_identity() noexcept {
     return ProcessIdentity{process_pid.load(std::memory_order_relaxed), token};
 }
 
+namespace {
+// Drawn while the library loads, not inside the first export or open, whose
+// cost it would otherwise be (a random_device read: microseconds, against a
+// ~35 ns export and a ~40 us open).
+const ProcessIdentity drawn_at_load = first_process_identity();
+}  // namespace
+
 bool is_this_process(std::uint64_t pid, std::uint64_t token) noexcept {
     const ProcessIdentity self = this_process();
     return pid == self.pid && token == self.token;

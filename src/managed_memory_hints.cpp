@@ -73,6 +73,18 @@ Result<PreparedLocation> prepare_advice_location(CUmem_advise advice, const Loca
     return prepared;
 }
 
+std::string describe_advice(const ManagedAdvice& step) {
+    switch (step.advice) {
+        case CU_MEM_ADVISE_SET_READ_MOSTLY: return "read-mostly set";
+        case CU_MEM_ADVISE_UNSET_READ_MOSTLY: return "read-mostly unset";
+        case CU_MEM_ADVISE_SET_PREFERRED_LOCATION: return "preferred location set to " + step.location.describe();
+        case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: return "preferred location unset";
+        case CU_MEM_ADVISE_SET_ACCESSED_BY: return "accessed by " + step.location.describe() + " set";
+        case CU_MEM_ADVISE_UNSET_ACCESSED_BY: return "accessed by " + step.location.describe() + " unset";
+        default: return "advice " + std::to_string(static_cast<int>(step.advice));
+    }
+}
+
 Result<void> issue_advice(CUdeviceptr base, std::size_t bytes, CUmem_advise advice, const PreparedLocation& target) {
     if (target.location_abi) return call_driver(&DriverTable::cuMemAdvise_v12020, base, bytes, advice, target.location);
     return call_driver(&DriverTable::cuMemAdvise_v8000, base, bytes, advice, target.legacy_device);
@@ -127,8 +139,24 @@ Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> adv
         if (!target) return target.error();
         prepared.push_back(*target);
     }
-    for (std::size_t i = 0; i < prepared.size(); ++i)
-        CUDYN_TRY(detail::issue_advice(base_, bytes_, advices.begin()[i].advice, prepared[i]));
+    // Advice cannot be taken back (the driver does not say what a range had
+    // before), so a failure part-way names exactly what stayed applied.
+    for (std::size_t i = 0; i < prepared.size(); ++i) {
+        auto issued = detail::issue_advice(base_, bytes_, advices.begin()[i].advice, prepared[i]);
+        if (issued) continue;
+        Error error = std::move(issued).error();
+        error.message += " (advice " + std::to_string(i + 1) + " of " + std::to_string(prepared.size()) + ", " +
+                         detail::describe_advice(advices.begin()[i]) + ", failed; ";
+        if (i == 0) {
+            error.message += "nothing was applied)";
+        } else {
+            error.message += "still in effect: ";
+            for (std::size_t k = 0; k < i; ++k)
+                error.message += (k ? ", " : "") + detail::describe_advice(advices.begin()[k]);
+            error.message += ")";
+        }
+        return error;
+    }
     return ok();
 }
 

@@ -109,7 +109,11 @@ MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
     return *this;
 }
 
-MappedRange::~MappedRange() { (void)unmap(); }
+MappedRange::~MappedRange() {
+    // A destructor cannot retry: if the driver refused the unmap, the owner
+    // lets go anyway (the reservation then stays reserved until its free).
+    if (!unmap()) forget();
+}
 
 Result<void> MappedRange::set_access(Location location, AccessFlags flags) {
     const AccessGrant grant{location, flags};
@@ -147,12 +151,16 @@ const Location* MappedRange::memory_location() const noexcept {
 
 Result<void> MappedRange::unmap() {
     if (!memory_) return ok();
-    Result<void> result = ok();
-    if (teardown_ == Teardown::WaitForDevice) result = detail::wait_for_device_users(context_, users_);
+    Result<void> waited = ok();
+    if (teardown_ == Teardown::WaitForDevice) waited = detail::wait_for_device_users(context_, users_);
     // Unmapped even when the wait failed: a context that faulted runs no more
     // work, and at exit the driver answers every call with an error.
-    auto unmapped = call_driver(&DriverTable::cuMemUnmap_v10020, address_, size_);
-    if (result.has_value()) result = std::move(unmapped);
+    CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, address_, size_));  // refused: still mapped, retry works
+    forget();
+    return waited;
+}
+
+void MappedRange::forget() noexcept {
     reservation_->unclaim(offset_);
     // Unmap, then drop the handle (released if last), then the reservation
     // (freed if last): the driver's order.
@@ -163,7 +171,6 @@ Result<void> MappedRange::unmap() {
     size_ = 0;
     context_.reset();
     users_ = 0;
-    return result;
 }
 
 namespace detail {

@@ -2,12 +2,14 @@
 #pragma once
 
 #include "cudyn/location.hpp"
+#include "cudyn/managed_memory_hints.hpp"
 #include "cudyn/result.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace cudyn::detail {
 
@@ -57,6 +59,8 @@ struct PreparedLocation {
 // target is NotSupported saying so.
 Result<PreparedLocation> prepare_advice_location(CUmem_advise advice, const Location& location, const char* what);
 Result<void> issue_advice(CUdeviceptr base, std::size_t bytes, CUmem_advise advice, const PreparedLocation& target);
+// "read-mostly set", "preferred location set to device 0", ...: what an advice does, for errors.
+std::string describe_advice(const ManagedAdvice& step);
 
 // For a prefetch: as above, and a device target must report
 // CONCURRENT_MANAGED_ACCESS (NotSupported saying so otherwise).

@@ -92,15 +92,26 @@ Result<OpenedMem> OpenedMem::open(const IpcMemDescriptor& descriptor) {
     }
     OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset()), static_cast<std::size_t>(descriptor.size()),
                      std::move(*owner), descriptor.handle());
-    // The descriptor's sizes are the exporter's word: check them against what was mapped.
+    // The descriptor's sizes are the exporter's word: check them against what
+    // was mapped. A check that cannot be made fails the open (closed again):
+    // an unchecked size could let a span run past the mapping.
     CUdeviceptr range_base = 0;
     std::size_t range_size = 0;
-    if (call_driver(&DriverTable::cuMemGetAddressRange_v3020, &range_base, &range_size, *base).has_value() &&
-        range_base == *base && descriptor.offset() + descriptor.size() > range_size) {
+    if (auto range = call_driver(&DriverTable::cuMemGetAddressRange_v3020, &range_base, &range_size, *base); !range) {
+        (void)opened.close();
+        Error error = std::move(range).error();
+        error.message += " (OpenedMem::open could not check the descriptor's size against the opened allocation)";
+        return error;
+    }
+    // Bytes of the allocation from the opened base on (the base is the
+    // allocation's start; anything else leaves less).
+    const std::uint64_t into = *base >= range_base ? *base - range_base : range_size;
+    const std::uint64_t available = into <= range_size ? range_size - into : 0;
+    if (descriptor.offset() > available || descriptor.size() > available - descriptor.offset()) {
         (void)opened.close();
         return Error::invalid_argument("OpenedMem::open: the descriptor shares offset " +
                                        std::to_string(descriptor.offset()) + " + " + std::to_string(descriptor.size()) +
-                                       " bytes, but the opened allocation has " + std::to_string(range_size));
+                                       " bytes, but the opened allocation has " + std::to_string(available));
     }
     return opened;
 }

@@ -12,6 +12,8 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <limits>
+#include <string>
 #include <type_traits>
 
 namespace cudyn {
@@ -36,11 +38,19 @@ public:
     // Registers [data, data + bytes). With flags.device_mapped the current
     // context's device must have CAN_MAP_HOST_MEMORY (NotSupported otherwise,
     // checked before registering).
+    // InvalidArgument for a null pointer, zero bytes, or a range that runs
+    // past the end of the address space.
     static Result<HostRegistration> register_memory(void* data, std::size_t bytes, HostRegisterFlags flags = {});
+    // The span's bytes; InvalidArgument when its element count times the
+    // element size overflows size_t (a hand-made span can claim that much).
     template <typename T>
     static Result<HostRegistration> register_span(HostSpan<T> span, HostRegisterFlags flags = {}) {
         static_assert(!std::is_const_v<T>, "register a span of writable elements");
-        return register_memory(static_cast<void*>(span.data()), span.size_bytes(), flags);
+        if (span.size() > std::numeric_limits<std::size_t>::max() / sizeof(T))
+            return Error::invalid_argument("HostRegistration::register_span: " + std::to_string(span.size()) +
+                                           " elements of " + std::to_string(sizeof(T)) +
+                                           " bytes: the size in bytes overflows size_t");
+        return register_memory(static_cast<void*>(span.data()), span.size() * sizeof(T), flags);
     }
 
     HostRegistration() noexcept = default;  // empty

@@ -49,7 +49,9 @@ public:
     Result<void> unset_accessed_by(const Location& location) const;
     // Several advices in order. Every location is checked and translated for
     // the driver's ABI before the first advice is given, so an unsupported
-    // location leaves the range as it was.
+    // location leaves the range as it was. Advice cannot be taken back (the
+    // driver does not report what a range had before), so when the driver
+    // refuses one part-way the error names the advices still in effect.
     Result<void> advise(std::initializer_list<ManagedAdvice> advices) const;
 
     // Stream-ordered migration of the whole range to `location`.

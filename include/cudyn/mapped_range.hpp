@@ -84,8 +84,9 @@ public:
     const Location* memory_location() const noexcept;
 
     // Unmaps now (after waiting for the device, as teardown() says) and
-    // reports the first error of the wait and the unmap; empty afterwards,
-    // whatever the answer. ok() when already empty.
+    // reports the first error of the wait and the unmap. Empty afterwards,
+    // unless the driver refused the unmap: then the mapping is still there,
+    // unchanged, and unmap() can be retried. ok() when already empty.
     Result<void> unmap();
     // What unmap() and the destructor wait for (WaitForDevice unless set).
     void set_teardown(Teardown teardown) noexcept { teardown_ = teardown; }
@@ -98,6 +99,7 @@ private:
                                                const PhysicalMemory& memory, const AccessGrant* grants,
                                                std::size_t count);
     Result<void> set_access(const AccessGrant* grants, std::size_t count);
+    void forget() noexcept;  // drops every owner and field once the driver has unmapped (or cannot)
 
     // Declared in this order so that, after the destructor's unmap, the handle
     // is dropped before the reservation.

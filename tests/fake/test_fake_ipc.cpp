@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -153,6 +154,72 @@ int open_twice_role(int, char**) {
     });
 }
 const cudyn_test::ChildRole open_twice("ipc-open-twice", open_twice_role);
+
+// Eight threads open and close one descriptor in the same context, over and
+// over: an open either works or is refused by cudyn ("already open") while
+// another thread holds it; the driver never sees a second open of a handle
+// that is still mapped (it would answer CUDA_ERROR_ALREADY_MAPPED).
+int open_churn_role(int, char**) {
+    return run_role("ipc-open-churn", [](ChildChecks& check, FdChannel& channel) {
+        auto memory = receive_descriptor<IpcMemDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, memory, "memory descriptor")) return;
+        CUcontext context = nullptr;
+        if (!ok(check, cudyn::call_driver(&cudyn::DriverTable::cuCtxGetCurrent_v4000, &context), "context")) return;
+        std::atomic<long> opened{0};
+        std::atomic<long> refused{0};
+        std::atomic<long> driver_errors{0};
+        std::atomic<long> close_errors{0};
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 8; ++t)
+            threads.emplace_back([&] {
+                (void)cudyn::call_driver(&cudyn::DriverTable::cuCtxSetCurrent_v4000, context);
+                while (std::chrono::steady_clock::now() < until) {
+                    auto one = OpenedMem::open(*memory);
+                    if (one) {
+                        ++opened;
+                        if (!one->close()) ++close_errors;
+                    } else if (one.error().code == ErrorCode::InvalidArgument) {
+                        ++refused;
+                    } else {
+                        ++driver_errors;
+                    }
+                }
+            });
+        for (std::thread& thread : threads) thread.join();
+        check.expect(opened.load() > 0, "some opens worked");
+        check.expect(driver_errors.load() == 0,
+                     std::to_string(driver_errors.load()) + " opens reached the driver while the handle was mapped");
+        check.expect(close_errors.load() == 0, "every close worked");
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole open_churn("ipc-open-churn", open_churn_role);
+
+// Opens once while the size check cannot be made (cuMemGetAddressRange
+// fails): the open fails and leaves nothing open; then opens for real.
+int open_unchecked_role(int, char**) {
+    return run_role("ipc-open-unchecked", [](ChildChecks& check, FdChannel& channel) {
+        auto memory = receive_descriptor<IpcMemDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, memory, "memory descriptor")) return;
+        auto set_fail = probe<PFN_fakecuda_set_fail>("fakecuda_set_fail");
+        if (!check.expect(set_fail != nullptr, "fakecuda_set_fail")) return;
+        const long live = live_allocations();
+        set_fail("cuMemGetAddressRange");
+        auto unchecked = OpenedMem::open(*memory);
+        set_fail("");
+        check.expect(!unchecked.has_value() && unchecked.error().code == ErrorCode::OutOfMemory &&
+                         unchecked.error().message.find("could not check") != std::string::npos,
+                     "an open whose size cannot be checked fails: " +
+                         (unchecked ? std::string("it opened") : describe(unchecked.error())));
+        check.expect(live_allocations() == live, "the failed open left nothing open");
+        auto checked = OpenedMem::open(*memory);
+        ok(check, checked, "open after the failure");
+        if (checked) ok(check, checked->close(), "close");
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole open_unchecked("ipc-open-unchecked", open_unchecked_role);
 
 // Tries to open a descriptor whose memory is gone: a clear driver error.
 int open_gone_role(int, char**) {
@@ -451,6 +518,35 @@ TEST_CASE("one open per context per handle: a second open is refused clearly", "
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
         auto shared = take(IpcMemDescriptor::export_buffer(buffer));
         ParentSide side = start_child("ipc-open-twice");
+        require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
+        (void)take(side.channel.receive(kDone, kStep));
+        CHECK(side.child.wait(kChildTimeout) == 0);
+    }
+    CHECK(before.live_delta() == 0);
+}
+
+TEST_CASE("opening and closing one handle from eight threads never reaches the driver twice",
+          "[emulated][cuda11][legacy][ipc]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    {
+        auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+        auto shared = take(IpcMemDescriptor::export_buffer(buffer));
+        ParentSide side = start_child("ipc-open-churn");
+        require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
+        (void)take(side.channel.receive(kDone, std::chrono::seconds(20)));
+        CHECK(side.child.wait(kChildTimeout) == 0);
+    }
+    CHECK(before.live_delta() == 0);
+}
+
+TEST_CASE("an open whose size check cannot be made fails and leaves nothing open", "[emulated][cuda11][legacy][ipc]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    {
+        auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+        auto shared = take(IpcMemDescriptor::export_buffer(buffer));
+        ParentSide side = start_child("ipc-open-unchecked");
         require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
         (void)take(side.channel.receive(kDone, kStep));
         CHECK(side.child.wait(kChildTimeout) == 0);
