@@ -96,10 +96,11 @@ Result<void> AddressRange::free() {
     if (const std::size_t mappings = reservation_->mapping_count(); mappings != 0)
         return Error::invalid_argument("AddressRange::free: " + std::to_string(mappings) +
                                        " mapping(s) still live in the range; unmap them first");
-    const CUdeviceptr address = std::exchange(reservation_->address, 0);
-    const std::size_t size = reservation_->size;
+    // A refused free leaves the range reserved and owned: free() may be retried.
+    CUDYN_TRY(call_driver(&DriverTable::cuMemAddressFree_v10020, reservation_->address, reservation_->size));
+    reservation_->address = 0;  // freed: its destructor has nothing left to free
     reservation_.reset();
-    return call_driver(&DriverTable::cuMemAddressFree_v10020, address, size);
+    return ok();
 }
 
 }  // namespace cudyn

@@ -83,7 +83,7 @@ InterprocessEvent::InterprocessEvent(InterprocessEvent&& other) noexcept
 
 InterprocessEvent& InterprocessEvent::operator=(InterprocessEvent&& other) noexcept {
     if (this != &other) {
-        (void)destroy();
+        if (!destroy()) forget();
         event_ = std::exchange(other.event_, nullptr);
         opened_ = std::exchange(other.opened_, false);
         context_ = std::move(other.context_);
@@ -91,7 +91,15 @@ InterprocessEvent& InterprocessEvent::operator=(InterprocessEvent&& other) noexc
     return *this;
 }
 
-InterprocessEvent::~InterprocessEvent() { (void)destroy(); }
+InterprocessEvent::~InterprocessEvent() {
+    if (!destroy()) forget();
+}
+
+void InterprocessEvent::forget() noexcept {
+    event_ = nullptr;
+    opened_ = false;
+    context_.reset();
+}
 
 Result<void> InterprocessEvent::require(const char* operation) const {
     if (event_ != nullptr) return ok();
@@ -137,9 +145,9 @@ Result<bool> InterprocessEvent::query() const {
 
 Result<void> InterprocessEvent::destroy() {
     if (event_ == nullptr) return ok();
-    opened_ = false;
-    return context_.release_into(
-        [&] { return call_driver(&DriverTable::cuEventDestroy_v4000, std::exchange(event_, nullptr)); });
+    CUDYN_TRY(context_.release_into([this] { return call_driver(&DriverTable::cuEventDestroy_v4000, event_); }));
+    forget();
+    return ok();
 }
 
 }  // namespace cudyn

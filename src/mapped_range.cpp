@@ -200,6 +200,7 @@ Result<void> synchronize_primary_context(int ordinal) {
     auto context = PrimaryContext::retain(*device);
     if (!context) return context.error();
     const ContextScope scope(context->handle());
+    CUDYN_TRY(scope.status());
     return call_driver(&DriverTable::cuCtxSynchronize_v2000);
 }
 
@@ -209,7 +210,8 @@ Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devi
     Result<void> result = ok();
     {
         const ContextScope scope(owner);
-        result = call_driver(&DriverTable::cuCtxSynchronize_v2000);
+        result = scope.status();
+        if (result) result = call_driver(&DriverTable::cuCtxSynchronize_v2000);
         // No context current (and none held): no work can be running in it.
         if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
     }

@@ -125,7 +125,7 @@ OpenedMem::OpenedMem(OpenedMem&& other) noexcept
 
 OpenedMem& OpenedMem::operator=(OpenedMem&& other) noexcept {
     if (this != &other) {
-        (void)close();
+        if (!close()) forget();
         base_ = std::exchange(other.base_, 0);
         offset_ = std::exchange(other.offset_, 0);
         size_ = std::exchange(other.size_, 0);
@@ -135,19 +135,28 @@ OpenedMem& OpenedMem::operator=(OpenedMem&& other) noexcept {
     return *this;
 }
 
-OpenedMem::~OpenedMem() { (void)close(); }
+OpenedMem::~OpenedMem() {
+    if (!close()) forget();
+}
 
 Result<void> OpenedMem::close() {
     if (base_ == 0) return ok();
-    const CUdeviceptr base = std::exchange(base_, 0);
-    offset_ = 0;
-    size_ = 0;
-    const OpenRecord::Key key{context_.handle(), handle_.to_bytes()};
-    auto closed = context_.release_into([&] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base); });
+    const CUcontext context = context_.handle();  // the record's key; release_into drops the reference
+    CUDYN_TRY(context_.release_into([this] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base_); }));
     // The handle is open in the context until the driver has closed it: only
     // then may another open of it go ahead.
-    if (key.first != nullptr) open_record().release(key);
-    return closed;
+    if (context != nullptr) open_record().release({context, handle_.to_bytes()});
+    forget();
+    return ok();
+}
+
+void OpenedMem::forget() noexcept {
+    // Giving up without a close (a destructor whose close failed): the record goes too.
+    if (context_.handle() != nullptr) open_record().release({context_.handle(), handle_.to_bytes()});
+    base_ = 0;
+    offset_ = 0;
+    size_ = 0;
+    context_.reset();
 }
 
 }  // namespace cudyn

@@ -8,11 +8,17 @@ namespace cudyn::detail {
 
 Result<void> OwnedMemory::release() {
     if (release_ == nullptr) return ok();
-    const ReleaseFunction release = std::exchange(release_, nullptr);
-    const std::uintptr_t address = std::exchange(address_, 0);
+    CUDYN_TRY(context_.release_into([this] { return release_(address_); }));
+    forget();
+    return ok();
+}
+
+void OwnedMemory::forget() noexcept {
+    address_ = 0;
     device_address_ = 0;
     bytes_ = 0;
-    return context_.release_into([&] { return release(address); });
+    release_ = nullptr;
+    context_.reset();
 }
 
 Result<void> OwnedMemory::require(const char* operation, const char* owner) const {

@@ -101,13 +101,10 @@ CUdevice OwnerContext::device() const noexcept { return context_ ? context_->dev
 
 ContextScope::ContextScope(CUcontext context) noexcept {
     if (context == nullptr) return;
-    if (!call_driver(&DriverTable::cuCtxGetCurrent_v4000, &previous_).has_value()) return;
-    if (previous_ == context) {
-        bound_ = true;
-        return;
-    }
-    switched_ = call_driver(&DriverTable::cuCtxSetCurrent_v4000, context).has_value();
-    bound_ = switched_;
+    status_ = call_driver(&DriverTable::cuCtxGetCurrent_v4000, &previous_);
+    if (!status_ || previous_ == context) return;
+    status_ = call_driver(&DriverTable::cuCtxSetCurrent_v4000, context);
+    switched_ = status_.has_value();
 }
 
 ContextScope::~ContextScope() {

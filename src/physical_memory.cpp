@@ -65,11 +65,16 @@ const AllocationProperties* PhysicalMemory::properties() const noexcept {
 
 Result<void> PhysicalMemory::release() {
     if (!memory_) return ok();
-    std::shared_ptr<detail::PhysicalHandle> memory = std::move(memory_);
     // Mappings still share the handle: the last of them releases it.
-    if (memory.use_count() > 1) return ok();
-    memory->created = false;
-    return call_driver(&DriverTable::cuMemRelease_v10020, memory->handle);
+    if (memory_.use_count() > 1) {
+        memory_.reset();
+        return ok();
+    }
+    // A refused release leaves the memory owned: release() may be retried.
+    CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, memory_->handle));
+    memory_->created = false;
+    memory_.reset();
+    return ok();
 }
 
 }  // namespace cudyn

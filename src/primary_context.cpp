@@ -25,7 +25,7 @@ PrimaryContext::PrimaryContext(PrimaryContext&& other) noexcept
 
 PrimaryContext& PrimaryContext::operator=(PrimaryContext&& other) noexcept {
     if (this != &other) {
-        (void)release();
+        (void)release();  // a refusal: the retain is given up (nothing else to do with it)
         device_ = other.device_;
         context_ = std::exchange(other.context_, nullptr);
     }
@@ -41,8 +41,10 @@ Result<void> PrimaryContext::make_current() const {
 
 Result<void> PrimaryContext::release() {
     if (context_ == nullptr) return ok();
+    // A refused release leaves the retain owned: release() may be retried.
+    CUDYN_TRY(detail::release_primary_context(device_.handle()));
     context_ = nullptr;
-    return detail::release_primary_context(device_.handle());
+    return ok();
 }
 
 }  // namespace cudyn

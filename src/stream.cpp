@@ -23,7 +23,7 @@ Stream::Stream(Stream&& other) noexcept
 
 Stream& Stream::operator=(Stream&& other) noexcept {
     if (this != &other) {
-        (void)destroy();
+        if (!destroy()) forget();
         stream_ = std::exchange(other.stream_, nullptr);
         owned_ = std::exchange(other.owned_, false);
         context_ = std::move(other.context_);
@@ -31,7 +31,15 @@ Stream& Stream::operator=(Stream&& other) noexcept {
     return *this;
 }
 
-Stream::~Stream() { (void)destroy(); }
+Stream::~Stream() {
+    if (!destroy()) forget();
+}
+
+void Stream::forget() noexcept {
+    stream_ = nullptr;
+    owned_ = false;
+    context_.reset();
+}
 
 Result<void> Stream::synchronize() const {
     return call_driver(&DriverTable::cuStreamSynchronize_v2000, stream_);
@@ -43,9 +51,9 @@ Result<bool> Stream::query() const {
 
 Result<void> Stream::destroy() {
     if (!owned_) return ok();
-    owned_ = false;
-    return context_.release_into(
-        [&] { return call_driver(&DriverTable::cuStreamDestroy_v4000, std::exchange(stream_, nullptr)); });
+    CUDYN_TRY(context_.release_into([this] { return call_driver(&DriverTable::cuStreamDestroy_v4000, stream_); }));
+    forget();
+    return ok();
 }
 
 }  // namespace cudyn

@@ -49,7 +49,8 @@ public:
     std::size_t mapping_count() const noexcept;
 
     // Frees the range now and reports the driver's answer. InvalidArgument
-    // (and nothing freed, the owner unchanged) while mappings remain. ok()
+    // (and nothing freed, the owner unchanged) while mappings remain; a
+    // refusal by the driver leaves it reserved and owned too (retry). ok()
     // when already empty.
     Result<void> free();
 

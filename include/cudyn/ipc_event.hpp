@@ -85,13 +85,15 @@ public:
     bool empty() const noexcept { return event_ == nullptr; }
     bool opened() const noexcept { return opened_; }  // from open(), not create()
 
-    // Destroys now and reports the driver's answer; empty afterwards.
+    // Destroys now and reports the driver's answer; empty afterwards, or,
+    // when the driver refused, unchanged (destroy() may be retried).
     Result<void> destroy();
 
 private:
     InterprocessEvent(CUevent event, bool opened, detail::OwnerContext context) noexcept
         : event_(event), opened_(opened), context_(std::move(context)) {}
     Result<void> require(const char* operation) const;
+    void forget() noexcept;  // lets go without the driver (a destructor's last resort)
     CUevent event_ = nullptr;
     bool opened_ = false;
     detail::OwnerContext context_;  // the context it was created or opened in; destroyed there

@@ -60,14 +60,17 @@ public:
     std::size_t offset() const noexcept { return offset_; }
     bool empty() const noexcept { return base_ == 0; }
 
-    // Closes now and reports the driver's answer; empty afterwards whatever
-    // the answer. ok() when already empty.
+    // Closes now and reports the driver's answer; empty afterwards, or, when
+    // the driver refused, still open and unchanged (close() may be retried).
+    // ok() when already empty.
     Result<void> close();
 
 private:
     OpenedMem(CUdeviceptr base, std::size_t offset, std::size_t size, detail::OwnerContext context,
               const IpcMemHandle& handle) noexcept
         : base_(base), offset_(offset), size_(size), context_(std::move(context)), handle_(handle) {}
+
+    void forget() noexcept;  // lets go without the driver (after a close, or a destructor's last resort)
 
     CUdeviceptr base_ = 0;
     std::size_t offset_ = 0;

@@ -54,7 +54,7 @@ public:
           context_(std::move(other.context_)) {}
     OwnedMemory& operator=(OwnedMemory&& other) noexcept {
         if (this != &other) {
-            (void)release();
+            if (!release()) forget();
             address_ = std::exchange(other.address_, 0);
             device_address_ = std::exchange(other.device_address_, 0);
             bytes_ = std::exchange(other.bytes_, 0);
@@ -65,9 +65,11 @@ public:
     }
     OwnedMemory(const OwnedMemory&) = delete;
     OwnedMemory& operator=(const OwnedMemory&) = delete;
-    // Errors are dropped: at exit the driver answers CUDA_ERROR_DEINITIALIZED,
-    // and a destructor has no one to tell.
-    ~OwnedMemory() { (void)release(); }
+    // Errors are dropped (at exit the driver answers CUDA_ERROR_DEINITIALIZED,
+    // and a destructor has no one to tell), and the owner lets go regardless.
+    ~OwnedMemory() {
+        if (!release()) forget();
+    }
 
     std::uintptr_t address() const noexcept { return address_; }
     CUdeviceptr device_address() const noexcept { return device_address_; }
@@ -80,13 +82,16 @@ public:
     void set_device_address(CUdeviceptr device_address) noexcept { device_address_ = device_address; }
 
     // Releases now, in the memory's own context, and reports the driver's
-    // answer; empty afterwards, whatever the answer (the driver never gets
-    // the same address twice). ok() when already empty.
+    // answer: empty afterwards on success; on failure still the owner,
+    // unchanged, so that a retry works (nothing is forgotten while the driver
+    // still holds it). ok() when already empty.
     Result<void> release();
     // InvalidArgument "<operation>: the <owner> is empty (moved from or freed)".
     Result<void> require(const char* operation, const char* owner) const;
 
 private:
+    void forget() noexcept;  // drops everything without asking the driver (a destructor's last resort)
+
     std::uintptr_t address_ = 0;
     CUdeviceptr device_address_ = 0;
     std::size_t bytes_ = 0;
@@ -124,7 +129,8 @@ public:
     std::size_t bytes() const noexcept { return memory_.bytes(); }
     bool empty() const noexcept { return memory_.empty(); }
     // Gives the memory back now and reports the driver's answer; the buffer is
-    // empty afterwards. The destructor does the same, silently.
+    // empty afterwards, or, when the driver refused, unchanged (free() may be
+    // retried). The destructor does the same, silently.
     Result<void> free() { return memory_.release(); }
 
 protected:

@@ -46,7 +46,9 @@ public:
     void reset() noexcept { context_.reset(); }
     // An owner's release: `release` runs with this context current (and the
     // caller's put back), then this reference is dropped, after the release,
-    // because the context must outlive what was released into it.
+    // because the context must outlive what was released into it. When the
+    // context cannot be made current, or the release fails, the error comes
+    // back and the reference is kept: the owner still owns, and may retry.
     template <typename Release>
     Result<void> release_into(Release&& release);
 
@@ -60,8 +62,8 @@ Result<void> release_primary_context(CUdevice device);
 
 // Makes `context` current on the calling thread for a scope, and puts the
 // previous one back at its end (nothing is changed when it already is
-// current, or when `context` is empty). Errors are dropped: a release still
-// runs, and at exit the driver answers CUDA_ERROR_DEINITIALIZED anyway.
+// current, or when `context` is empty). Whether that worked is status(): an
+// explicit operation reports it, a destructor goes on regardless.
 class ContextScope {
 public:
     explicit ContextScope(CUcontext context) noexcept;
@@ -70,13 +72,14 @@ public:
     ContextScope(const ContextScope&) = delete;
     ContextScope& operator=(const ContextScope&) = delete;
 
-    // Whether the context is current now (false when binding it failed).
-    bool bound() const noexcept { return bound_; }
+    // ok() when `context` is current now (or was empty); else the driver's
+    // answer to cuCtxGetCurrent / cuCtxSetCurrent.
+    const Result<void>& status() const noexcept { return status_; }
 
 private:
     CUcontext previous_ = nullptr;
     bool switched_ = false;
-    bool bound_ = false;
+    Result<void> status_;
 };
 
 template <typename Release>
@@ -84,9 +87,10 @@ Result<void> OwnerContext::release_into(Release&& release) {
     Result<void> released = ok();
     {
         const ContextScope scope(handle());
-        released = release();
+        released = scope.status();
+        if (released) released = release();
     }
-    reset();
+    if (released) reset();
     return released;
 }
 

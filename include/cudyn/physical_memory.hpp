@@ -51,8 +51,9 @@ public:
     bool empty() const noexcept { return memory_ == nullptr; }
 
     // Gives up this owner's reference now. When no mapping shares the handle
-    // the driver's cuMemRelease answer is reported; otherwise the release
-    // happens at the last unmap and ok() is returned. Empty afterwards.
+    // the driver's cuMemRelease answer is reported (a refusal leaves this
+    // owner unchanged: retry); otherwise the release happens at the last
+    // unmap and ok() is returned. Empty afterwards on success.
     Result<void> release();
 
 private:

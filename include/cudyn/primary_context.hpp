@@ -24,7 +24,8 @@ public:
 
     // Binds the context to the calling thread.
     Result<void> make_current() const;
-    // Releases now and reports the driver's answer; the owner becomes empty.
+    // Releases now and reports the driver's answer; empty afterwards, or, when
+    // the driver refused, still holding the retain (release() may be retried).
     Result<void> release();
 
     CUcontext handle() const noexcept { return context_; }

@@ -34,7 +34,8 @@ public:
     Result<void> synchronize() const;
     // true when the work enqueued so far is done, false while it runs (cuStreamQuery).
     Result<bool> query() const;
-    // Destroys an owned stream now and reports the driver's answer.
+    // Destroys an owned stream now and reports the driver's answer; when the
+    // driver refused, the stream is still owned and destroy() may be retried.
     Result<void> destroy();
 
     CUstream handle() const noexcept { return stream_; }
@@ -44,6 +45,7 @@ private:
     Stream(CUstream stream, bool owned) noexcept : stream_(stream), owned_(owned) {}
     Stream(CUstream stream, detail::OwnerContext context) noexcept
         : stream_(stream), owned_(true), context_(std::move(context)) {}
+    void forget() noexcept;  // lets go without the driver (a destructor's last resort)
     CUstream stream_ = nullptr;
     bool owned_ = false;
     detail::OwnerContext context_;  // owned streams: the context they were created in

@@ -195,21 +195,25 @@ TEST_CASE("DeviceBuffer: driver failures leak nothing; free() reports; destructo
         auto freed = buffer->free();
         REQUIRE_FALSE(freed.has_value());
         CHECK(freed.error().entry_point == "cuMemFree_v2");
-        CHECK(buffer->empty());  // given up either way: the driver never sees the address twice
+        // Still the owner (the driver still holds the memory): unchanged, and free() can be retried.
+        CHECK_FALSE(buffer->empty());
+        CHECK(buffer->data() == address);
     }
-    // The fake kept it (an injected failure has no effect): free it by hand.
     CHECK(before.live_delta() == 1);
-    REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemFree_v3020, address).has_value());
+    REQUIRE(buffer->free().has_value());
+    CHECK(buffer->empty());
+    CHECK(before.live_delta() == 0);
 
-    // Exit-time destruction: the driver answers CUDA_ERROR_DEINITIALIZED.
+    // Exit-time destruction: the driver answers CUDA_ERROR_DEINITIALIZED to
+    // everything; the destructor stays silent and lets go.
     auto dying = cudyn::DeviceBuffer<std::uint32_t>::allocate(8);
     REQUIRE(dying.has_value());
     const CUdeviceptr dying_address = dying->data();
-    const long frees = fake.call_count("cuMemFree_v2");
+    const long asked = fake.call_count("cuCtxGetCurrent") + fake.call_count("cuMemFree_v2");
     fake.set_deinitialized(true);
     { cudyn::DeviceBuffer<std::uint32_t> last = std::move(*dying); }
     fake.set_deinitialized(false);
-    CHECK(fake.call_count("cuMemFree_v2") == frees + 1);
+    CHECK(fake.call_count("cuCtxGetCurrent") + fake.call_count("cuMemFree_v2") > asked);  // it did try
     REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemFree_v3020, dying_address).has_value());
     CHECK(before.live_delta() == 0);
 }
