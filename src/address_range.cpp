@@ -11,8 +11,13 @@ namespace cudyn {
 
 namespace detail {
 
-Reservation::~Reservation() {
-    if (address != 0) (void)call_driver(&DriverTable::cuMemAddressFree_v10020, address, size);
+Reservation::~Reservation() { (void)give_back(); }
+
+Result<void> Reservation::give_back() {
+    if (address == 0) return ok();
+    CUDYN_TRY(call_driver(&DriverTable::cuMemAddressFree_v10020, address, size));
+    address = 0;
+    return ok();
 }
 
 bool Reservation::claim(std::size_t offset, std::size_t bytes, std::size_t* clash) {
@@ -97,8 +102,7 @@ Result<void> AddressRange::free() {
         return Error::invalid_argument("AddressRange::free: " + std::to_string(mappings) +
                                        " mapping(s) still live in the range; unmap them first");
     // A refused free leaves the range reserved and owned: free() may be retried.
-    CUDYN_TRY(call_driver(&DriverTable::cuMemAddressFree_v10020, reservation_->address, reservation_->size));
-    reservation_->address = 0;  // freed: its destructor has nothing left to free
+    CUDYN_TRY(reservation_->give_back());
     reservation_.reset();
     return ok();
 }

@@ -95,7 +95,15 @@ GrowableBuffer& GrowableBuffer::operator=(GrowableBuffer&& other) noexcept {
 GrowableBuffer::~GrowableBuffer() { (void)reset(); }
 
 std::size_t GrowableBuffer::size() const noexcept {
-    return (released_ ? released_chunks_ : chunks_.size()) * chunk_size_;
+    return (released_ ? released_chunks_ : chunk_count()) * chunk_size_;
+}
+
+std::size_t GrowableBuffer::chunk_count() const noexcept {
+    // A chunk whose unmap went through but whose memory the driver would not
+    // take back yet is kept at the end, unmapped: it is not part of the buffer.
+    std::size_t mapped = chunks_.size();
+    while (mapped > 0 && chunks_[mapped - 1].empty()) --mapped;
+    return mapped;
 }
 
 Result<void> GrowableBuffer::require_usable(const char* operation) const {
@@ -114,7 +122,8 @@ Result<void> GrowableBuffer::grow_to(std::size_t bytes) {
         return Error::invalid_argument("GrowableBuffer::grow_to: " + std::to_string(bytes) +
                                        " bytes exceed the capacity of " + std::to_string(capacity()));
     const std::size_t target = bytes / chunk_size_ + (bytes % chunk_size_ != 0 ? 1 : 0);
-    if (target <= chunks_.size()) return ok();
+    if (target <= chunk_count()) return ok();
+    CUDYN_TRY(unmap_chunks(chunk_count()));  // first what an earlier shrink still owes the driver
     return map_chunks(target);
 }
 
@@ -166,7 +175,9 @@ Result<void> GrowableBuffer::unmap_chunks(std::size_t target) {
     while (chunks_.size() > target) {
         if (auto unmapped = chunks_.back().unmap(); !unmapped) {
             Error error = std::move(unmapped).error();
-            error.message += " (the buffer keeps " + std::to_string(chunks_.size()) + " chunk(s) mapped; retry)";
+            error.message += " (the buffer keeps " + std::to_string(chunk_count()) + " chunk(s) mapped" +
+                             (chunks_.back().empty() ? ", and one unmapped chunk's memory to give back" : "") +
+                             "; retry)";
             return error;
         }
         chunks_.pop_back();
@@ -197,7 +208,7 @@ Result<void> GrowableBuffer::release_physical(Contents contents) {
         CUDYN_TRY(call_driver(&DriverTable::cuMemcpyDtoH_v3020, pinned->data(), range_.address(), bytes));
         copy = std::move(*pinned);
     }
-    released_chunks_ = chunks_.size();
+    released_chunks_ = chunk_count();
     released_ = true;
     saved_ = std::move(copy);
     return unmap_chunks(0);
@@ -206,6 +217,7 @@ Result<void> GrowableBuffer::release_physical(Contents contents) {
 Result<void> GrowableBuffer::restore() {
     if (empty()) return Error::invalid_argument("GrowableBuffer::restore: the buffer is empty (moved from)");
     if (!released_) return ok();
+    CUDYN_TRY(unmap_chunks(chunk_count()));  // first what the release still owes the driver
     CUDYN_TRY(map_chunks(released_chunks_));
     if (!saved_.empty()) {
         const auto copied = call_driver(&DriverTable::cuMemcpyHtoD_v3020, range_.address(), saved_.data(), saved_.bytes());
@@ -213,7 +225,9 @@ Result<void> GrowableBuffer::restore() {
             (void)unmap_chunks(0);
             return copied;
         }
-        (void)saved_.free();
+        // Still released until the saved copy is given back too: a refusal
+        // keeps it, and a retry maps nothing new, copies again and frees it.
+        CUDYN_TRY(saved_.free());
     }
     released_ = false;
     released_chunks_ = 0;

@@ -82,6 +82,7 @@ MappedRange::MappedRange(std::shared_ptr<detail::Reservation> reservation,
       address_(address),
       offset_(offset),
       size_(size),
+      mapped_(true),
       context_(std::move(context)) {}
 
 MappedRange::MappedRange(MappedRange&& other) noexcept
@@ -90,18 +91,20 @@ MappedRange::MappedRange(MappedRange&& other) noexcept
       address_(std::exchange(other.address_, 0)),
       offset_(std::exchange(other.offset_, 0)),
       size_(std::exchange(other.size_, 0)),
+      mapped_(std::exchange(other.mapped_, false)),
       context_(std::move(other.context_)),
       users_(std::exchange(other.users_, 0)),
       teardown_(std::exchange(other.teardown_, Teardown::WaitForDevice)) {}
 
 MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
     if (this != &other) {
-        (void)unmap();
+        if (!unmap()) forget();
         reservation_ = std::move(other.reservation_);
         memory_ = std::move(other.memory_);
         address_ = std::exchange(other.address_, 0);
         offset_ = std::exchange(other.offset_, 0);
         size_ = std::exchange(other.size_, 0);
+        mapped_ = std::exchange(other.mapped_, false);
         context_ = std::move(other.context_);
         users_ = std::exchange(other.users_, 0);
         teardown_ = std::exchange(other.teardown_, Teardown::WaitForDevice);
@@ -146,24 +149,30 @@ Result<AccessFlags> MappedRange::access(Location location) const {
 }
 
 const Location* MappedRange::memory_location() const noexcept {
-    return memory_ ? &memory_->properties.location() : nullptr;
+    return mapped_ ? &memory_->properties.location() : nullptr;
 }
 
 Result<void> MappedRange::unmap() {
-    if (!memory_) return ok();
     Result<void> waited = ok();
-    if (teardown_ == Teardown::WaitForDevice) waited = detail::wait_for_device_users(context_, users_);
-    // Unmapped even when the wait failed: a context that faulted runs no more
-    // work, and at exit the driver answers every call with an error.
-    CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, address_, size_));  // refused: still mapped, retry works
+    if (mapped_) {
+        if (teardown_ == Teardown::WaitForDevice) waited = detail::wait_for_device_users(context_, users_);
+        // Unmapped even when the wait failed: a context that faulted runs no
+        // more work, and at exit the driver answers every call with an error.
+        CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, address_, size_));  // refused: still mapped
+        mapped_ = false;
+        reservation_->unclaim(offset_);
+    }
+    // Then the handle (released if this was its last owner), then the
+    // reservation (freed if last): the driver's order. A refusal keeps it.
+    CUDYN_TRY(detail::let_go(memory_));
+    CUDYN_TRY(detail::let_go(reservation_));
     forget();
     return waited;
 }
 
 void MappedRange::forget() noexcept {
-    reservation_->unclaim(offset_);
-    // Unmap, then drop the handle (released if last), then the reservation
-    // (freed if last): the driver's order.
+    if (mapped_) reservation_->unclaim(offset_);
+    mapped_ = false;
     memory_.reset();
     reservation_.reset();
     address_ = 0;

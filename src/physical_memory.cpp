@@ -10,8 +10,13 @@ namespace cudyn {
 
 namespace detail {
 
-PhysicalHandle::~PhysicalHandle() {
-    if (created) (void)call_driver(&DriverTable::cuMemRelease_v10020, handle);
+PhysicalHandle::~PhysicalHandle() { (void)give_back(); }
+
+Result<void> PhysicalHandle::give_back() {
+    if (!created) return ok();
+    CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, handle));
+    created = false;
+    return ok();
 }
 
 }  // namespace detail
@@ -64,17 +69,9 @@ const AllocationProperties* PhysicalMemory::properties() const noexcept {
 }
 
 Result<void> PhysicalMemory::release() {
-    if (!memory_) return ok();
-    // Mappings still share the handle: the last of them releases it.
-    if (memory_.use_count() > 1) {
-        memory_.reset();
-        return ok();
-    }
-    // A refused release leaves the memory owned: release() may be retried.
-    CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, memory_->handle));
-    memory_->created = false;
-    memory_.reset();
-    return ok();
+    // Mappings still sharing the handle: the last of them releases it. A
+    // refused release leaves the memory owned: release() may be retried.
+    return detail::let_go(memory_);
 }
 
 }  // namespace cudyn

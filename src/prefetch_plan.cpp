@@ -6,6 +6,8 @@
 #include "memory_internal.hpp"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 namespace cudyn {
 
@@ -57,8 +59,19 @@ Result<void> PrefetchPlan::execute(StreamRef stream) const {
     }
 
     if (!batch_usable(stream, targets)) {
-        for (std::size_t i = 0; i < entries_.size(); ++i)
-            CUDYN_TRY(detail::issue_prefetch(entries_[i].base, entries_[i].bytes, targets[group[i]], stream.handle()));
+        // A prefetch once issued cannot be taken back: a failure part-way says
+        // how many ranges were issued before it.
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            auto issued = detail::issue_prefetch(entries_[i].base, entries_[i].bytes, targets[group[i]], stream.handle());
+            if (issued) continue;
+            Error error = std::move(issued).error();
+            error.message += " (range " + std::to_string(i + 1) + " of " + std::to_string(entries_.size()) +
+                             " failed; " +
+                             (i == 0 ? std::string("nothing was issued")
+                                     : std::to_string(i) + " range(s) before it were issued") +
+                             ")";
+            return error;
+        }
         return ok();
     }
 

@@ -97,8 +97,13 @@ struct ShareableAccess {
         memory->properties = AllocationProperties(*location)
                                  .with_handle_types(static_cast<HandleType>(prop.requestedHandleTypes))
                                  .with_gpu_direct_rdma(prop.allocFlags.gpuDirectRDMACapable != 0);
-        // Mapping offsets follow this process's granularity for these properties.
+        // Mapping offsets follow this process's granularity for these
+        // properties; where this driver cannot say (it does not know them),
+        // the exporter's. Any other failure is reported, not papered over.
         auto granularity = query_granularity(memory->properties, Granularity::Minimum);
+        if (!granularity && granularity.error().driver_result != CUDA_ERROR_NOT_SUPPORTED &&
+            granularity.error().driver_result != CUDA_ERROR_INVALID_VALUE)
+            return std::move(granularity).error();
         memory->granularity = granularity ? *granularity : static_cast<std::size_t>(info.granularity);
         if (info.size % memory->granularity != 0)
             return Error::invalid_argument(std::string(operation) + ": size " + std::to_string(info.size) +
@@ -253,6 +258,9 @@ Result<bool> probe_fabric_support(const Device& device) {
     CUmemFabricHandle handle{};
     auto exported = call_driver(&DriverTable::cuMemExportToShareableHandle_v10020, static_cast<void*>(&handle),
                                 memory->handle(), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
+    // The trial leaves nothing behind, and says so when the driver would not
+    // take its memory back (the destructor then tries once more, silently).
+    CUDYN_TRY(memory->release());
     if (!exported) return refusal(exported.error());
     return true;
 }

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace cudyn::detail {
@@ -36,7 +37,9 @@ struct Reservation {
     Reservation() = default;
     Reservation(const Reservation&) = delete;
     Reservation& operator=(const Reservation&) = delete;
-    ~Reservation();
+    ~Reservation();  // gives back what is left, silently
+    // cuMemAddressFree now; on success there is nothing left to free.
+    Result<void> give_back();
 
     // Records [offset, offset + bytes) as mapped; false when it overlaps a
     // live mapping (and `*clash` gets that mapping's offset).
@@ -55,7 +58,9 @@ struct PhysicalHandle {
     explicit PhysicalHandle(const AllocationProperties& props) : properties(props) {}
     PhysicalHandle(const PhysicalHandle&) = delete;
     PhysicalHandle& operator=(const PhysicalHandle&) = delete;
-    ~PhysicalHandle();
+    ~PhysicalHandle();  // gives back what is left, silently
+    // cuMemRelease now; on success there is nothing left to release.
+    Result<void> give_back();
 
     CUmemGenericAllocationHandle handle = 0;
     bool created = false;
@@ -63,6 +68,16 @@ struct PhysicalHandle {
     std::size_t granularity = 0;
     AllocationProperties properties;
 };
+
+// Lets go of a shared VMM record (Reservation, PhysicalHandle): when this is
+// its last owner, gives it back to the driver first and reports the answer;
+// a refusal keeps `owner` as it was, so the caller may retry.
+template <typename Record>
+Result<void> let_go(std::shared_ptr<Record>& owner) {
+    if (owner && owner.use_count() == 1) CUDYN_TRY(owner->give_back());
+    owner.reset();
+    return ok();
+}
 
 // cuMemGetAllocationGranularity without the validation and support checks.
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which);

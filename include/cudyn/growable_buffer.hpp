@@ -107,7 +107,7 @@ public:
     std::size_t size() const noexcept;
     std::size_t capacity() const noexcept { return range_.size(); }
     std::size_t chunk_size() const noexcept { return chunk_size_; }
-    std::size_t chunk_count() const noexcept { return chunks_.size(); }
+    std::size_t chunk_count() const noexcept;  // mapped chunks
     bool released() const noexcept { return released_; }
     bool holds_saved_contents() const noexcept { return !saved_.empty(); }
     bool empty() const noexcept { return range_.empty(); }

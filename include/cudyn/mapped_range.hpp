@@ -70,23 +70,27 @@ public:
     // What cuMemGetAccess reports for `location`.
     Result<AccessFlags> access(Location location) const;
 
-    CUdeviceptr address() const noexcept { return address_; }
+    CUdeviceptr address() const noexcept { return mapped_ ? address_ : 0; }
     std::size_t size() const noexcept { return size_; }
     // The mapping as elements, checked (DeviceSpan::from_bytes). Copies and
     // fills need access set for the device of the current context.
     template <typename T>
     Result<DeviceSpan<T>> device_span() const {
-        return DeviceSpan<T>::from_bytes(address_, size_);
+        return DeviceSpan<T>::from_bytes(address(), mapped_ ? size_ : 0);
     }
     std::size_t offset() const noexcept { return offset_; }  // within the AddressRange
-    bool empty() const noexcept { return memory_ == nullptr; }
+    // No mapping (moved from, unmapped, never mapped).
+    bool empty() const noexcept { return !mapped_; }
     // Where the mapped memory lives (the PhysicalMemory's location); null when empty.
     const Location* memory_location() const noexcept;
 
-    // Unmaps now (after waiting for the device, as teardown() says) and
-    // reports the first error of the wait and the unmap. Empty afterwards,
-    // unless the driver refused the unmap: then the mapping is still there,
-    // unchanged, and unmap() can be retried. ok() when already empty.
+    // Unmaps now (after waiting for the device, as teardown() says), then lets
+    // go of the memory and the reservation, giving them back to the driver
+    // where this was their last owner; reports the first error. A refusal
+    // leaves what the driver still holds held here: if the unmap was refused
+    // the mapping is still there, unchanged; if a give-back was refused the
+    // mapping is gone (empty()) but the handle or range is kept. Either way
+    // unmap() can be retried. ok() when nothing is left.
     Result<void> unmap();
     // What unmap() and the destructor wait for (WaitForDevice unless set).
     void set_teardown(Teardown teardown) noexcept { teardown_ = teardown; }
@@ -108,6 +112,7 @@ private:
     CUdeviceptr address_ = 0;
     std::size_t offset_ = 0;
     std::size_t size_ = 0;
+    bool mapped_ = false;           // false once unmapped, while a give-back may still be owed
     detail::OwnerContext context_;  // the context current at map(): synchronized before the unmap
     std::uint64_t users_ = 0;       // other devices granted access (detail::granted_devices)
     Teardown teardown_ = Teardown::WaitForDevice;

@@ -35,6 +35,7 @@ public:
 
     // Issues every recorded prefetch on `stream`. Every location is checked
     // before the first prefetch is issued. An empty plan is InvalidArgument.
+    // One call per range: a failure part-way names how many were issued.
     Result<void> execute(StreamRef stream) const;
     // Synchronous: on the legacy default stream (one call per range: the
     // batch entry refuses that stream), returning once every range is done.

@@ -285,6 +285,8 @@ struct State {
 
     std::map<std::string, long> calls;
     std::vector<FaultRule> faults;
+    bool recording_calls = false;          // fakecuda_record_calls
+    std::vector<std::string> call_record;  // every cu* call while recording, in order
 
     std::deque<ProcRequest> proc_requests;
     std::vector<fakecuda_record> advice_log;

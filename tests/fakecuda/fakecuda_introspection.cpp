@@ -59,6 +59,24 @@ FAKE_API void fakecuda_reset_counts(void) {
     l.st.calls.clear();
 }
 
+FAKE_API void fakecuda_record_calls(int on) {
+    Locked l;
+    if (on) l.st.call_record.clear();
+    l.st.recording_calls = on != 0;
+}
+
+FAKE_API int fakecuda_recorded_call_count(void) {
+    Locked l;
+    return static_cast<int>(l.st.call_record.size());
+}
+
+FAKE_API int fakecuda_recorded_call(int i, char* name, int size) {
+    Locked l;
+    if (i < 0 || static_cast<std::size_t>(i) >= l.st.call_record.size()) return -1;
+    if (name && size > 0) std::snprintf(name, static_cast<std::size_t>(size), "%s", l.st.call_record[static_cast<std::size_t>(i)].c_str());
+    return 0;
+}
+
 FAKE_API long fakecuda_live_allocations(void) {
     Locked l;
     long n = 0;

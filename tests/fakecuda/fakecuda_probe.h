@@ -100,6 +100,14 @@ FAKECUDA_PROBE_API void fakecuda_set_deinitialized(int on);
 FAKECUDA_PROBE_API long fakecuda_call_count(const char* name);
 /* Zero every call counter (not the fault-injection counters). */
 FAKECUDA_PROBE_API void fakecuda_reset_counts(void);
+/* Non-zero: from now on every cu* call is recorded, in order (the record is
+ * emptied first); 0 stops recording and keeps the record. A fault sweep learns
+ * from it which calls an operation makes, to fail each in turn. */
+FAKECUDA_PROBE_API void fakecuda_record_calls(int on);
+/* Calls recorded; the i-th one's exported name ("cuMemAlloc_v2") into
+ * name[0..size) (NUL-terminated). Returns 0, or -1 when i is out of range. */
+FAKECUDA_PROBE_API int fakecuda_recorded_call_count(void);
+FAKECUDA_PROBE_API int fakecuda_recorded_call(int i, char* name, int size);
 /* Live device + pinned host + managed + registered allocations, plus VMM
  * objects, opened IPC memory (cuIpcOpenMemHandle) and opened IPC events. */
 FAKECUDA_PROBE_API long fakecuda_live_allocations(void);
@@ -179,6 +187,9 @@ typedef int (*PFN_fakecuda_device_count)(void);
 typedef void (*PFN_fakecuda_set_deinitialized)(int on);
 typedef long (*PFN_fakecuda_call_count)(const char* name);
 typedef void (*PFN_fakecuda_reset_counts)(void);
+typedef void (*PFN_fakecuda_record_calls)(int on);
+typedef int (*PFN_fakecuda_recorded_call_count)(void);
+typedef int (*PFN_fakecuda_recorded_call)(int i, char* name, int size);
 typedef long (*PFN_fakecuda_live_allocations)(void);
 typedef long (*PFN_fakecuda_live_streams)(void);
 typedef long (*PFN_fakecuda_live_events)(void);

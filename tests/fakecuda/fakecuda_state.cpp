@@ -264,6 +264,7 @@ Call::Call(const char* symbol, unsigned needs) : lock_(state().mu), symbol_(symb
     t_current_call = this;
     State& st = state();
     ++st.calls[symbol];
+    if (st.recording_calls) st.call_record.emplace_back(symbol);
     if (st.deinitialized) {
         done_ = true;
         rc_ = CUDA_ERROR_DEINITIALIZED;

@@ -19,6 +19,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace cudyn_test {
 
@@ -66,6 +67,18 @@ public:
         return record;
     }
     void clear_logs() const { function<PFN_fakecuda_clear_logs>("fakecuda_clear_logs")(); }
+    // Every cu* call between record_calls(true) and record_calls(false), in order.
+    void record_calls(bool on) const { function<PFN_fakecuda_record_calls>("fakecuda_record_calls")(on ? 1 : 0); }
+    std::vector<std::string> recorded_calls() const {
+        std::vector<std::string> names;
+        const int n = function<PFN_fakecuda_recorded_call_count>("fakecuda_recorded_call_count")();
+        const auto at = function<PFN_fakecuda_recorded_call>("fakecuda_recorded_call");
+        for (int i = 0; i < n; ++i) {
+            char name[96] = {};
+            if (at(i, name, static_cast<int>(sizeof name)) == 0) names.emplace_back(name);
+        }
+        return names;
+    }
     void set_stream_delay_us(unsigned int us) const {
         function<PFN_fakecuda_set_stream_delay_us>("fakecuda_set_stream_delay_us")(us);
     }

@@ -1,0 +1,403 @@
+// The fault sweep ([fault-sweep], emulated fake): every public operation that
+// makes more than one driver call, with each of its calls failed in turn.
+//
+// A row is one operation: it builds the state the operation works on, runs
+// the operation inside `trial.operation(...)`, and checks what must hold
+// afterwards, which depends on whether a call was failed (trial.injected()):
+// the object that existed before is unchanged and usable (its size, address,
+// bytes; a retry succeeds), or names what stayed applied. The sweep runs each
+// row once to warm the library's caches, once recording the calls the
+// operation makes (fakecuda_record_calls), then once per recorded call with
+// that call failed (FAKECUDA_FAIL "name:N"), and checks after each run that
+// allocations, bytes in use, streams, events, descriptors, context retains and
+// stream work are back at their baseline. A row whose operation makes no
+// driver call fails (the recording broke). A new operation is one more row.
+//
+// One buffer stays alive in the context for the whole sweep, as in a program
+// that holds owners: owners then share its retain of the context, so no row
+// takes the first retain or gives back the last. (Giving back the last retain
+// is a destructor's business: a failure there is not reported, only dropped.)
+#include "../support/catch.hpp"
+#include "../support/fake_driver.hpp"
+#include "../support/fake_memory_helpers.hpp"
+#include "../support/ipc_helpers.hpp"
+#include "../support/vmm_helpers.hpp"
+
+#include "cudyn/address_range.hpp"
+#include "cudyn/allocation_properties.hpp"
+#include "cudyn/device_buffer.hpp"
+#include "cudyn/driver_call.hpp"
+#include "cudyn/growable_buffer.hpp"
+#include "cudyn/host_registration.hpp"
+#include "cudyn/ipc_event.hpp"
+#include "cudyn/ipc_memory.hpp"
+#include "cudyn/mapped_buffer.hpp"
+#include "cudyn/mapped_range.hpp"
+#include "cudyn/migration_policy.hpp"
+#include "cudyn/opened_mem.hpp"
+#include "cudyn/physical_memory.hpp"
+#include "cudyn/pinned_buffer.hpp"
+#include "cudyn/prefetch_plan.hpp"
+#include "cudyn/shareable_memory.hpp"
+#include "cudyn/stream.hpp"
+#include "cudyn/unified_buffer.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+using cudyn::AccessFlags;
+using cudyn::AllocationProperties;
+using cudyn::ErrorCode;
+using cudyn::GrowableBuffer;
+using cudyn::HandleType;
+using cudyn::IpcMemDescriptor;
+using cudyn::Location;
+using namespace cudyn_test;  // FakeDriver, activate, take, require_ok, kMiB, ipc helpers below
+using namespace cudyn_test::ipc;
+
+namespace {
+
+constexpr std::size_t kChunk = 2 * kMiB;
+constexpr std::uint32_t kStamp = 0x5EEDF00Du;
+
+// One run of a row: plain (warm-up), recording its calls, or with one failed.
+class Trial {
+public:
+    enum class Mode { Plain, Record, Inject };
+    Trial(Mode mode, std::string fault) : mode_(mode), fault_(std::move(fault)) {}
+
+    // Runs the operation under test. Plain and recording runs must succeed;
+    // an injected run must fail, with the error coming back.
+    template <typename Operation>
+    auto operation(Operation run) {
+        const FakeDriver& fake = FakeDriver::loaded();
+        if (mode_ == Mode::Record) fake.record_calls(true);
+        if (mode_ == Mode::Inject) fake.set_fail(fault_.c_str());
+        auto result = run();
+        if (mode_ == Mode::Inject) fake.set_fail("");
+        if (mode_ == Mode::Record) {
+            fake.record_calls(false);
+            calls_ = fake.recorded_calls();
+        }
+        ran_ = true;
+        failed_ = !result.has_value();
+        if (failed_) error_ = result.error().describe();
+        INFO((failed_ ? error_ : std::string("it succeeded")));
+        if (mode_ == Mode::Inject)
+            CHECK(failed_);
+        else
+            REQUIRE_FALSE(failed_);
+        return result;
+    }
+
+    bool injected() const noexcept { return mode_ == Mode::Inject; }
+    const std::string& error() const noexcept { return error_; }
+    bool ran() const noexcept { return ran_; }
+    const std::vector<std::string>& calls() const noexcept { return calls_; }
+
+private:
+    Mode mode_;
+    std::string fault_;
+    bool ran_ = false;
+    bool failed_ = false;
+    std::string error_;
+    std::vector<std::string> calls_;
+};
+
+struct Row {
+    const char* name;
+    std::function<void(Trial&)> body;
+};
+
+// What must be back where it was after every run of a row.
+struct Baseline {
+    long live = 0;
+    unsigned long long bytes = 0;
+    long streams = 0;
+    long events = 0;
+    long descriptors = 0;
+    int retains = 0;
+
+    static Baseline now() {
+        const FakeDriver& fake = FakeDriver::loaded();
+        return Baseline{fake.live_allocations(), device_bytes(),      fake.live_streams(),
+                        fake.live_events(),      open_descriptors(), fake.primary_ctx_refcount(0)};
+    }
+    static unsigned long long device_bytes() {
+        auto bytes = probe<PFN_fakecuda_device_bytes_in_use>("fakecuda_device_bytes_in_use");
+        return bytes ? bytes(0) : 0;
+    }
+};
+
+void require_same(const Baseline& before, const Baseline& after) {
+    CHECK(after.live == before.live);
+    CHECK(after.bytes == before.bytes);
+    CHECK(after.streams == before.streams);
+    CHECK(after.events == before.events);
+    CHECK(after.descriptors == before.descriptors);
+    CHECK(after.retains == before.retains);
+    CHECK(FakeDriver::loaded().pending_work() == 0);
+    CHECK(FakeDriver::loaded().context_error(0) == 0);
+}
+
+// "cuMemMap:2" for the second cuMemMap of a recorded sequence, one per call.
+std::vector<std::string> injection_points(const std::vector<std::string>& calls) {
+    std::map<std::string, int> seen;
+    std::vector<std::string> points;
+    for (const std::string& call : calls) points.push_back(call + ":" + std::to_string(++seen[call]));
+    return points;
+}
+
+GrowableBuffer growable(std::size_t chunks) {
+    auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 8 * kChunk));
+    require_ok(buffer.grow_to(chunks * kChunk));
+    if (chunks != 0) require_ok(take(buffer.device_span<std::uint32_t>()).fill(kStamp));
+    return buffer;
+}
+
+// The rows. Each builds its state, runs its operation, and checks.
+std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEventDescriptor& peer_event) {
+    const auto device0 = AllocationProperties::device(0);
+    const auto fd_shareable = device0.with_handle_types(HandleType::PosixFileDescriptor);
+    const auto fabric_shareable = device0.with_handle_types(HandleType::Fabric);
+    return {
+        {"DeviceBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::DeviceBuffer<int>::allocate(64); }); }},
+        {"PinnedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::PinnedBuffer<int>::allocate(64); }); }},
+        {"MappedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::MappedBuffer<int>::allocate(64); }); }},
+        {"UnifiedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::UnifiedBuffer<int>::allocate(64); }); }},
+        {"HostRegistration::register_memory (device_mapped)",
+         [](Trial& t) {
+             std::vector<std::uint32_t> host(1024);
+             cudyn::HostRegisterFlags flags;
+             flags.device_mapped = true;
+             t.operation([&] { return cudyn::HostRegistration::register_memory(host.data(), 4096, flags); });
+         }},
+        {"DeviceBuffer::free",
+         [](Trial& t) {
+             auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(64));
+             const CUdeviceptr address = buffer.data();
+             t.operation([&] { return buffer.free(); });
+             if (t.injected()) {  // still the owner: a retry frees it
+                 CHECK(buffer.data() == address);
+                 require_ok(buffer.free());
+             }
+         }},
+        {"DeviceSpan::fill (synchronous)",
+         [](Trial& t) {
+             auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(buffer.fill(1u));
+             t.operation([&] { return buffer.device_span().fill(2u); });
+             require_ok(buffer.fill(3u));  // usable
+             CHECK(read_device(buffer.data(), 1024) == std::vector<std::uint32_t>(1024, 3u));
+         }},
+        {"DeviceSpan::copy_from(host) (synchronous)",
+         [](Trial& t) {
+             auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             const std::vector<std::uint32_t> values = iota_vector(1024, 7);
+             t.operation([&] { return buffer.device_span().copy_from(values); });
+             require_ok(buffer.copy_from(values));
+             CHECK(read_device(buffer.data(), 1024) == values);
+         }},
+        {"Stream::create", [](Trial& t) { t.operation([] { return cudyn::Stream::create(); }); }},
+        {"InterprocessEvent::create", [](Trial& t) { t.operation([] { return cudyn::InterprocessEvent::create(); }); }},
+        {"PhysicalMemory::create", [device0](Trial& t) { t.operation([&] { return cudyn::PhysicalMemory::create(device0, kChunk); }); }},
+        {"MappedRange::map (with access)",
+         [device0](Trial& t) {
+             auto range = take(cudyn::AddressRange::reserve(2 * kChunk));
+             auto memory = take(cudyn::PhysicalMemory::create(device0, kChunk));
+             t.operation([&] {
+                 return cudyn::MappedRange::map(range, 0, memory, {{Location::device(0), AccessFlags::ReadWrite}});
+             });
+             CHECK(range.mapping_count() == 0);  // the mapping went with the Result
+             auto again = take(cudyn::MappedRange::map(range, 0, memory, {{Location::device(0), AccessFlags::ReadWrite}}));
+             fill32(again.address(), kChunk, kStamp);
+         }},
+        {"MappedRange::unmap",
+         [device0](Trial& t) {
+             auto range = take(cudyn::AddressRange::reserve(2 * kChunk));
+             auto memory = take(cudyn::PhysicalMemory::create(device0, kChunk));
+             auto mapping = take(cudyn::MappedRange::map(range, 0, memory, {{Location::device(0), AccessFlags::ReadWrite}}));
+             fill32(mapping.address(), kChunk, kStamp);
+             t.operation([&] { return mapping.unmap(); });
+             if (t.injected() && !mapping.empty()) {  // refused: still mapped, bytes intact, a retry works
+                 CHECK(all_equal(mapping.address(), kChunk, kStamp));
+                 require_ok(mapping.unmap());
+             }
+             CHECK(range.mapping_count() == 0);
+         }},
+        {"GrowableBuffer::create", [device0](Trial& t) { t.operation([&] { return GrowableBuffer::create(device0, 8 * kChunk); }); }},
+        {"GrowableBuffer::grow_to",
+         [](Trial& t) {
+             auto buffer = growable(1);
+             t.operation([&] { return buffer.grow_to(3 * kChunk); });
+             if (t.injected()) {  // rolled back to one chunk, bytes kept; growing again works
+                 CHECK(buffer.size() == kChunk);
+                 CHECK(all_equal(buffer.address(), kChunk, kStamp));
+                 require_ok(buffer.grow_to(3 * kChunk));
+             }
+             CHECK(buffer.size() == 3 * kChunk);
+         }},
+        {"GrowableBuffer::shrink_to",
+         [](Trial& t) {
+             auto buffer = growable(3);
+             t.operation([&] { return buffer.shrink_to(kChunk); });
+             // Refused part-way: the chunks still mapped are whole and readable; a retry finishes.
+             CHECK(all_equal(buffer.address(), buffer.size(), kStamp));
+             require_ok(buffer.shrink_to(kChunk));
+             CHECK(buffer.size() == kChunk);
+             CHECK(all_equal(buffer.address(), kChunk, kStamp));
+         }},
+        {"GrowableBuffer::release_physical(Save)",
+         [](Trial& t) {
+             auto buffer = growable(3);
+             t.operation([&] { return buffer.release_physical(GrowableBuffer::Contents::Save); });
+             if (t.injected() && buffer.released()) require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
+             require_ok(buffer.restore());  // from wherever it stopped, the bytes come back
+             CHECK(buffer.size() == 3 * kChunk);
+             CHECK(all_equal(buffer.address(), 3 * kChunk, kStamp));
+         }},
+        {"GrowableBuffer::restore",
+         [](Trial& t) {
+             auto buffer = growable(3);
+             require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
+             t.operation([&] { return buffer.restore(); });
+             if (t.injected()) {  // still released with the bytes saved: a retry restores them
+                 CHECK(buffer.released());
+                 CHECK(buffer.holds_saved_contents());
+                 require_ok(buffer.restore());
+             }
+             CHECK(all_equal(buffer.address(), 3 * kChunk, kStamp));
+         }},
+        {"MigrationPolicy::apply_to",
+         [](Trial& t) {
+             auto managed = take(cudyn::UnifiedBuffer<std::uint32_t>::allocate(1024));
+             auto range = take(managed.hints());
+             t.operation([&] { return cudyn::MigrationPolicy::prefer_device(0).apply_to(range); });
+             if (t.injected())
+                 CHECK((t.error().find("nothing was applied") != std::string::npos ||
+                        t.error().find("still in effect") != std::string::npos));
+             require_ok(cudyn::MigrationPolicy::prefer_device(0).apply_to(range));
+         }},
+        {"PrefetchPlan::execute (synchronous)",
+         [](Trial& t) {
+             auto managed = take(cudyn::UnifiedBuffer<std::uint32_t>::allocate(2048));
+             cudyn::PrefetchPlan plan;
+             require_ok(plan.add(take(managed.hints(0, 1024)), Location::device(0)));
+             require_ok(plan.add(take(managed.hints(1024, 1024)), Location::host()));
+             t.operation([&] { return plan.execute(); });
+             if (t.injected())
+                 CHECK((t.error().find("nothing was issued") != std::string::npos ||
+                        t.error().find("were issued") != std::string::npos ||
+                        t.error().find("cuStreamSynchronize") != std::string::npos));
+             require_ok(plan.execute());
+         }},
+        {"InterprocessEvent::export_handle",
+         [](Trial& t) {
+             auto event = take(cudyn::InterprocessEvent::create());
+             t.operation([&] { return event.export_handle(); });
+             require_ok(event.record(cudyn::Stream::legacy_default()));
+         }},
+        {"export_posix_fd",
+         [fd_shareable](Trial& t) {
+             auto memory = take(cudyn::PhysicalMemory::create(fd_shareable, kChunk));
+             t.operation([&] { return cudyn::export_posix_fd(memory); });
+         }},
+        {"import_posix_fd",
+         [fd_shareable](Trial& t) {
+             auto memory = take(cudyn::PhysicalMemory::create(fd_shareable, kChunk));
+             auto exported = take(cudyn::export_posix_fd(memory));
+             t.operation([&] { return cudyn::import_posix_fd(std::move(exported)); });
+         }},
+        {"export_fabric",
+         [fabric_shareable](Trial& t) {
+             auto memory = take(cudyn::PhysicalMemory::create(fabric_shareable, kChunk));
+             t.operation([&] { return cudyn::export_fabric(memory); });
+         }},
+        {"import_fabric",
+         [fabric_shareable](Trial& t) {
+             auto memory = take(cudyn::PhysicalMemory::create(fabric_shareable, kChunk));
+             auto descriptor = take(cudyn::export_fabric(memory));
+             t.operation([&] { return cudyn::import_fabric(descriptor); });
+         }},
+        {"probe_fabric_support",
+         [](Trial& t) {
+             const auto device = take(cudyn::Device::get(0));
+             t.operation([&] { return cudyn::probe_fabric_support(device); });
+         }},
+        {"OpenedMem::open (another process's buffer)",
+         [&peer_memory](Trial& t) {
+             t.operation([&] { return cudyn::OpenedMem::open(peer_memory); });
+             auto again = take(cudyn::OpenedMem::open(peer_memory));  // nothing left claimed or mapped
+             require_ok(again.close());
+         }},
+        {"OpenedMem::close",
+         [&peer_memory](Trial& t) {
+             auto opened = take(cudyn::OpenedMem::open(peer_memory));
+             t.operation([&] { return opened.close(); });
+             if (t.injected()) {  // still open: a retry closes it
+                 CHECK_FALSE(opened.empty());
+                 require_ok(opened.close());
+             }
+         }},
+        {"InterprocessEvent::open (another process's event)",
+         [&peer_event](Trial& t) {
+             t.operation([&] { return cudyn::InterprocessEvent::open(peer_event); });
+         }},
+    };
+}
+
+// Exports a buffer and an event for the sweep's open rows, then waits.
+int sweep_exporter_role(int, char**) {
+    return run_role("fault-sweep-exporter", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(1024);
+        auto event = cudyn::InterprocessEvent::create();
+        if (!ok(check, buffer, "allocate") || !ok(check, event, "event")) return;
+        auto memory = IpcMemDescriptor::export_buffer(*buffer);
+        auto event_descriptor = event->export_handle();
+        if (!ok(check, memory, "export memory") || !ok(check, event_descriptor, "export event")) return;
+        ok(check, send_bytes(channel, kMemDescriptor, memory->to_bytes()), "send memory");
+        ok(check, send_bytes(channel, kEventDescriptor, event_descriptor->to_bytes()), "send event");
+        ok(check, channel.receive(kDone, std::chrono::seconds(120)), "the sweep's end");
+    });
+}
+const cudyn_test::ChildRole sweep_exporter("fault-sweep-exporter", sweep_exporter_role);
+
+}  // namespace
+
+TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn", "[emulated][fault-sweep]") {
+    auto context = activate(0);
+    const auto keeper = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1));  // holds the context's shared retain
+    ParentSide side = start_child("fault-sweep-exporter");
+    const auto peer_memory = take(receive_descriptor<IpcMemDescriptor>(side.channel, kMemDescriptor));
+    const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
+
+    std::size_t total = 0;
+    for (const Row& row : rows(peer_memory, peer_event)) {
+        INFO("operation: " << row.name);
+        Trial warm(Trial::Mode::Plain, {});
+        row.body(warm);
+        REQUIRE(warm.ran());
+        const Baseline before = Baseline::now();
+        Trial recording(Trial::Mode::Record, {});
+        row.body(recording);
+        require_same(before, Baseline::now());
+        const auto points = injection_points(recording.calls());
+        INFO("driver calls: " << points.size());
+        CHECK(points.size() >= 1);  // an operation with no injection point means the recording broke
+        for (const std::string& point : points) {
+            INFO("failed call: " << point);
+            Trial trial(Trial::Mode::Inject, point);
+            row.body(trial);
+            require_same(before, Baseline::now());
+        }
+        total += points.size();
+    }
+    INFO("injection points in all: " << total);
+    CHECK(total > 100);
+    require_ok(send_tag(side.channel, kDone));
+    CHECK(side.child.wait(kChildTimeout) == 0);
+}
