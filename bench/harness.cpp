@@ -421,6 +421,48 @@ double minimum(const std::vector<double>& values) {
     return values.empty() ? 0 : *std::min_element(values.begin(), values.end());
 }
 
+Spread spread(std::vector<double> samples) {
+    Spread out;
+    if (samples.empty()) return out;
+    std::sort(samples.begin(), samples.end());
+    out.min = samples.front();
+    out.max = samples.back();
+    out.median = median(samples);
+    if (samples.size() >= 4 && out.median > 0) {
+        for (std::size_t i = 2; i + 1 < samples.size(); ++i) {  // a gap with two or more samples on each side
+            if ((samples[i] - samples[i - 1]) > 0.25 * out.median) out.bimodal = true;
+        }
+    }
+    return out;
+}
+
+namespace {
+
+// What a case's samples say beyond its one statistic: each side's spread, and
+// a warning where either side is bimodal (and the ratio would read as a gain).
+void add_spread_notes(CaseResult& result) {
+    if (result.raw_samples.empty() || result.cudyn_samples.empty()) return;
+    const Spread raw = spread(result.raw_samples);
+    const Spread cudyn = spread(result.cudyn_samples);
+    char line[256];
+    std::snprintf(line, sizeof line, "spread over %zu rounds: raw %.4g / %.4g / %.4g, cudyn %.4g / %.4g / %.4g (min / median / max %s)",
+                  result.raw_samples.size(), raw.min, raw.median, raw.max, cudyn.min, cudyn.median, cudyn.max,
+                  result.unit.c_str());
+    result.notes.push_back(line);
+    if (raw.bimodal || cudyn.bimodal)
+        result.notes.push_back(std::string("BIMODAL rounds (") + (raw.bimodal ? "raw" : "") +
+                               (raw.bimodal && cudyn.bimodal ? " and " : "") + (cudyn.bimodal ? "cudyn" : "") +
+                               "): the ratio is no speed claim" +
+                               (result.ratio() < 1 ? ", and in particular not 'faster than raw'" : ""));
+    result.extra.push_back({"raw_min", raw.min});
+    result.extra.push_back({"raw_max", raw.max});
+    result.extra.push_back({"cudyn_min", cudyn.min});
+    result.extra.push_back({"cudyn_max", cudyn.max});
+    result.extra.push_back({"bimodal", (raw.bimodal || cudyn.bimodal) ? 1.0 : 0.0});
+}
+
+}  // namespace
+
 ChildOutcome run_child(const std::string& name) {
     ChildOutcome outcome;
     int pipe_ends[2];
@@ -521,6 +563,7 @@ int run_harness(int argc, char** argv) {
             std::fflush(stdout);
         }
         any_failed = any_failed || result.status == Status::Failed;
+        if (result.status == Status::Ok) add_spread_notes(result);
         rows.push_back({&benchmark_case, std::move(result)});
     }
 

@@ -93,6 +93,19 @@ inline double elapsed_ms(Clock::time_point start, Clock::time_point end) {
 double median(std::vector<double> values);  // 0 for an empty list
 double minimum(const std::vector<double>& values);
 
+// One side's samples summarized: min / median / max, and whether they fall in
+// two separate groups (bimodal: the widest gap between sorted neighbours is
+// over a quarter of the median, with at least two samples on each side of it).
+// A median of bimodal data says which group happened to be larger, not how
+// fast the operation is: such a case never states "faster than raw".
+struct Spread {
+    double min = 0;
+    double median = 0;
+    double max = 0;
+    bool bimodal = false;
+};
+Spread spread(std::vector<double> samples);
+
 // Makes the compiler assume `value` is read (so the loop computing it stays)
 // and that memory may have changed (so globals are reloaded after it).
 // GCC/Clang inline asm: the harness is POSIX-only (it re-executes itself).
