@@ -281,6 +281,90 @@ const CaseRegistrar open_case({"ipc/open-mem-handle",
                                "OpenedMem::open vs cuIpcOpenMemHandle of another process's allocation (a child)",
                                true, open_mem_handle});
 
+// =============================================================================
+// The first open of a process: nothing of cudyn's warmed up yet
+// =============================================================================
+
+constexpr const char* kSideVariable = "CUDYN_BENCH_IPC_SIDE";
+
+// The child: after its context is current, times the first open of the
+// process, raw or through cudyn (one side per process), and prints it.
+int child_first_open() {
+    IpcMemDescriptor::Bytes bytes{};
+    if (!from_hex(std::getenv(kDescriptorVariable), bytes)) return std::printf("no descriptor\n"), 1;
+    auto descriptor = IpcMemDescriptor::from_bytes(bytes.data(), bytes.size());
+    if (!descriptor) return std::printf("%s\n", descriptor.error().describe().c_str()), 1;
+    auto device = Device::get(0);
+    if (!device) return std::printf("%s\n", device.error().describe().c_str()), 1;
+    auto context = PrimaryContext::activate(*device);
+    if (!context) return std::printf("%s\n", context.error().describe().c_str()), 1;
+    const DriverTable& cu = driver();
+    const bool raw_side = std::getenv(kSideVariable) != nullptr && std::string(std::getenv(kSideVariable)) == "raw";
+    const CUipcMemHandle raw_handle = descriptor->handle().to_cu();
+    double us = 0;
+    if (raw_side) {
+        CUdeviceptr pointer = 0;
+        const auto start = Clock::now();
+        const CUresult rc = cu.cuIpcOpenMemHandle_v11000 != nullptr
+                                ? cu.cuIpcOpenMemHandle_v11000(&pointer, raw_handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                                : cu.cuIpcOpenMemHandle_v4010(&pointer, raw_handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        us = elapsed_ns(start, Clock::now()) / 1000.0;
+        if (rc != CUDA_SUCCESS) return std::printf("raw open: %d\n", static_cast<int>(rc)), 1;
+        (void)cu.cuIpcCloseMemHandle_v4010(pointer);
+    } else {
+        const auto start = Clock::now();
+        auto opened = OpenedMem::open(*descriptor);
+        us = elapsed_ns(start, Clock::now()) / 1000.0;
+        if (!opened) return std::printf("%s\n", opened.error().describe().c_str()), 1;
+    }
+    std::printf("result us=%.6f\n", us);
+    return 0;
+}
+
+const ChildRegistrar first_open_child("ipc-first-open", child_first_open);
+
+CaseResult first_open(const Settings& settings) {
+    std::string why;
+    const IpcSetup* s = setup(why);
+    if (s == nullptr) return skipped(why);
+    auto descriptor = IpcMemDescriptor::export_buffer(s->buffer);
+    if (!descriptor) return failed(descriptor.error().describe());
+    ::setenv(kDescriptorVariable, to_hex(descriptor->to_bytes()).c_str(), 1);
+    const int processes = settings.value_or_processes(15);
+    CaseResult result;
+    // Pair 0 warms the page cache; pairs alternate which side runs first.
+    for (int pair = 0; pair <= processes; ++pair) {
+        for (int k = 0; k < 2; ++k) {
+            const bool raw_side = (k == 0) == (pair % 2 == 0);
+            ::setenv(kSideVariable, raw_side ? "raw" : "cudyn", 1);
+            const ChildOutcome outcome = run_child("ipc-first-open");
+            if (!outcome.error.empty() || outcome.exit_status != 0) {
+                ::unsetenv(kDescriptorVariable);
+                ::unsetenv(kSideVariable);
+                return failed("child ipc-first-open: " + outcome.error + outcome.output);
+            }
+            if (pair == 0) continue;
+            (raw_side ? result.raw_samples : result.cudyn_samples).push_back(field(outcome.output, "us"));
+        }
+    }
+    ::unsetenv(kDescriptorVariable);
+    ::unsetenv(kSideVariable);
+    result.operation = "the first open of a fresh process (after its context is current), one per process";
+    result.raw = median(result.raw_samples);
+    result.cudyn = median(result.cudyn_samples);
+    result.unit = "us/open";
+    result.iterations = 1;
+    result.samples = processes;
+    result.statistic = "median";
+    note_target(result, "first open", 1.05);
+    return result;
+}
+
+const CaseRegistrar first_open_case({"ipc/first-open",
+                                     "the first OpenedMem::open of a fresh process vs the first raw cuIpcOpenMemHandle, "
+                                     "one open per process, 15 processes per side",
+                                     true, first_open});
+
 }  // namespace
 
 }  // namespace cudyn::bench
