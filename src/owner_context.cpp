@@ -12,23 +12,29 @@ namespace cudyn::detail {
 struct ContextRetain {
     CUcontext context = nullptr;
     CUdevice device = 0;
-    bool retained = false;  // false: a context cudyn could not retain, only remembered
+    bool retained = false;  // false: a context cudyn could not retain (or already gave back), only remembered
 
     ContextRetain(CUcontext c, CUdevice d, bool r) noexcept : context(c), device(d), retained(r) {}
     ContextRetain(const ContextRetain&) = delete;
     ContextRetain& operator=(const ContextRetain&) = delete;
-    ~ContextRetain() {
-        if (retained) (void)release_primary_context(device);
+    ~ContextRetain() { (void)give_back(); }
+
+    Result<void> give_back() {
+        if (!retained) return ok();
+        CUDYN_TRY(release_primary_context(device));
+        retained = false;
+        return ok();
     }
 };
 
 namespace {
 
-// The live retain of each context, so owners created in one context share one.
-// Never destroyed: owners may die during static destruction.
+// The live retain of each context, so owners created in one context (and the
+// program's PrimaryContext objects) share one. Never destroyed: owners may
+// die during static destruction.
 class RetainRegistry {
 public:
-    std::shared_ptr<const ContextRetain> find(CUcontext context) {
+    std::shared_ptr<ContextRetain> find(CUcontext context) {
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto& entry : entries_)
             if (entry.first == context)
@@ -37,7 +43,7 @@ public:
     }
     // Records `retain` unless another thread recorded one for the context
     // first; returns the one to share.
-    std::shared_ptr<const ContextRetain> publish(std::shared_ptr<const ContextRetain> retain) {
+    std::shared_ptr<ContextRetain> publish(std::shared_ptr<ContextRetain> retain) {
         std::lock_guard<std::mutex> lock(mutex_);
         entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
                                       [](const auto& entry) { return entry.second.expired(); }),
@@ -48,10 +54,19 @@ public:
         entries_.emplace_back(retain->context, retain);
         return retain;
     }
+    // Drops `owner`, giving the retain back and reporting the driver's answer
+    // when it is the last reference. Under the lock, so no find() can pick it
+    // up meanwhile; a refusal keeps `owner` (and its entry) as they were.
+    Result<void> retire(std::shared_ptr<ContextRetain>& owner) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (owner && owner.use_count() == 1) CUDYN_TRY(owner->give_back());
+        owner.reset();
+        return ok();
+    }
 
 private:
     std::mutex mutex_;
-    std::vector<std::pair<CUcontext, std::weak_ptr<const ContextRetain>>> entries_;
+    std::vector<std::pair<CUcontext, std::weak_ptr<ContextRetain>>> entries_;
 };
 
 RetainRegistry& registry() {
@@ -76,19 +91,26 @@ Result<OwnerContext> OwnerContext::current() {
         if (why == CUDA_ERROR_INVALID_CONTEXT || why == CUDA_ERROR_CONTEXT_IS_DESTROYED) return owner;
         return std::move(known).error();
     }
-    CUcontext primary = nullptr;
-    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxRetain_v7000, &primary, device));
-    // The retain is taken first and given back if the current context is not
-    // the device's primary one: then cudyn can only remember it.
-    auto retain = std::make_shared<ContextRetain>(primary, device, true);
-    if (primary != context) {
-        retain.reset();
-        owner.context_ = std::make_shared<const ContextRetain>(context, device, false);
+    auto primary = retain_primary(device);
+    if (!primary) return std::move(primary).error();
+    // The current context is not the device's primary one: cudyn can only
+    // remember it (the retain just taken goes again with `primary`).
+    if (primary->handle() != context) {
+        owner.context_ = std::make_shared<ContextRetain>(context, device, false);
         return owner;
     }
-    owner.context_ = registry().publish(std::move(retain));
+    return primary;
+}
+
+Result<OwnerContext> OwnerContext::retain_primary(CUdevice device) {
+    CUcontext primary = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxRetain_v7000, &primary, device));
+    OwnerContext owner;
+    owner.context_ = registry().publish(std::make_shared<ContextRetain>(primary, device, true));
     return owner;
 }
+
+Result<void> OwnerContext::release() { return registry().retire(context_); }
 
 Result<void> release_primary_context(CUdevice device) {
     if (has_entry(&DriverTable::cuDevicePrimaryCtxRelease_v11000))

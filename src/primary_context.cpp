@@ -8,9 +8,9 @@
 namespace cudyn {
 
 Result<PrimaryContext> PrimaryContext::retain(const Device& device) {
-    CUcontext context = nullptr;
-    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxRetain_v7000, &context, device.handle()));
-    return PrimaryContext(device, context);
+    auto context = detail::OwnerContext::retain_primary(device.handle());
+    if (!context) return std::move(context).error();
+    return PrimaryContext(device, std::move(*context));
 }
 
 Result<PrimaryContext> PrimaryContext::activate(const Device& device) {
@@ -21,13 +21,13 @@ Result<PrimaryContext> PrimaryContext::activate(const Device& device) {
 }
 
 PrimaryContext::PrimaryContext(PrimaryContext&& other) noexcept
-    : device_(other.device_), context_(std::exchange(other.context_, nullptr)) {}
+    : device_(other.device_), context_(std::move(other.context_)) {}
 
 PrimaryContext& PrimaryContext::operator=(PrimaryContext&& other) noexcept {
     if (this != &other) {
         (void)release();  // a refusal: the retain is given up (nothing else to do with it)
         device_ = other.device_;
-        context_ = std::exchange(other.context_, nullptr);
+        context_ = std::move(other.context_);
     }
     return *this;
 }
@@ -35,16 +35,11 @@ PrimaryContext& PrimaryContext::operator=(PrimaryContext&& other) noexcept {
 PrimaryContext::~PrimaryContext() { (void)release(); }
 
 Result<void> PrimaryContext::make_current() const {
-    if (context_ == nullptr) return Error::invalid_argument("make_current: the PrimaryContext is empty (moved from or released)");
-    return call_driver(&DriverTable::cuCtxSetCurrent_v4000, context_);
+    if (context_.empty())
+        return Error::invalid_argument("make_current: the PrimaryContext is empty (moved from or released)");
+    return call_driver(&DriverTable::cuCtxSetCurrent_v4000, context_.handle());
 }
 
-Result<void> PrimaryContext::release() {
-    if (context_ == nullptr) return ok();
-    // A refused release leaves the retain owned: release() may be retried.
-    CUDYN_TRY(detail::release_primary_context(device_.handle()));
-    context_ = nullptr;
-    return ok();
-}
+Result<void> PrimaryContext::release() { return context_.release(); }
 
 }  // namespace cudyn

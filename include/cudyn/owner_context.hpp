@@ -37,13 +37,20 @@ public:
     // bound for releases. Empty, and ok(), when no context is current: the
     // driver call that needs one then says so.
     static Result<OwnerContext> current();
+    // A retain of `device`'s primary context, shared like the above: what a
+    // PrimaryContext holds, so owners created while one lives share its
+    // retain (no driver call) and keep the context after it is released.
+    static Result<OwnerContext> retain_primary(CUdevice device);
 
     CUcontext handle() const noexcept;
     // The context's device (0 when empty).
     CUdevice device() const noexcept;
     bool empty() const noexcept { return context_ == nullptr; }
-    // Drops this owner's reference (the retain goes with the last one).
+    // Drops this owner's reference (the retain goes with the last one, silently).
     void reset() noexcept { context_.reset(); }
+    // The same, reporting the driver's answer when this was the last
+    // reference; a refusal keeps the reference (retry).
+    Result<void> release();
     // An owner's release: `release` runs with this context current (and the
     // caller's put back), then this reference is dropped, after the release,
     // because the context must outlive what was released into it. When the
@@ -53,7 +60,7 @@ public:
     Result<void> release_into(Release&& release);
 
 private:
-    std::shared_ptr<const ContextRetain> context_;
+    std::shared_ptr<ContextRetain> context_;
 };
 
 // cuDevicePrimaryCtxRelease_v2 (11.0+) where the driver has it, else the 7.0

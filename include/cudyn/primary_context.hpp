@@ -2,14 +2,18 @@
 #pragma once
 
 #include "cudyn/device.hpp"
+#include "cudyn/owner_context.hpp"
 #include "cudyn/result.hpp"
 
 #include <cuda.h>
 
 namespace cudyn {
 
-// Move-only owner of one retain of a device's primary context (the context the
-// CUDA runtime also uses, so cudyn and runtime code share allocations).
+// Move-only owner of a retain of a device's primary context (the context the
+// CUDA runtime also uses, so cudyn and runtime code share allocations). The
+// retain is shared with the buffers, streams and other owners created in the
+// context (owner_context.hpp): they keep the context alive after this object
+// is released, and while it lives they cost no retain of their own.
 class PrimaryContext {
 public:
     static Result<PrimaryContext> retain(const Device& device);
@@ -24,17 +28,20 @@ public:
 
     // Binds the context to the calling thread.
     Result<void> make_current() const;
-    // Releases now and reports the driver's answer; empty afterwards, or, when
-    // the driver refused, still holding the retain (release() may be retried).
+    // Lets go of the retain now: the driver's release is made, and its answer
+    // reported, when no owner in the context shares it any more (else the
+    // last owner releases it). Empty afterwards, or, when the driver
+    // refused, still holding the retain (release() may be retried).
     Result<void> release();
 
-    CUcontext handle() const noexcept { return context_; }
+    CUcontext handle() const noexcept { return context_.handle(); }
     const Device& device() const noexcept { return device_; }
 
 private:
-    PrimaryContext(Device device, CUcontext context) : device_(device), context_(context) {}
+    PrimaryContext(Device device, detail::OwnerContext context) noexcept
+        : device_(device), context_(std::move(context)) {}
     Device device_;
-    CUcontext context_ = nullptr;
+    detail::OwnerContext context_;
 };
 
 }  // namespace cudyn

@@ -61,7 +61,8 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
         require_ok(stale.free());
         require_ok(fresh.copy_from(iota_vector(1024, 5)));
         CHECK(read_device(fresh.data(), 1024) == iota_vector(1024, 5));
-        CHECK(fake.primary_ctx_refcount(0) == baseline + 2);
+        // The program's new PrimaryContext shares the retain the stale buffer keeps.
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
     }
     // The last owner gone, the retain went with it.
     CHECK(fake.primary_ctx_refcount(0) == baseline);
@@ -70,17 +71,24 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
 
 TEST_CASE("owners created in one context share one retain of it", "[emulated][context-lifetime]") {
     const FakeDriver& fake = FakeDriver::loaded();
-    auto context = activate(0);
-    const int with_program = fake.primary_ctx_refcount(0);
+    const int baseline = fake.primary_ctx_refcount(0);
     {
+        auto context = activate(0);
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
+        const long retains = fake.call_count("cuDevicePrimaryCtxRetain");
         auto a = take(DeviceBuffer<float>::allocate(16));
         auto b = take(cudyn::PinnedBuffer<float>::allocate(16));
         auto c = take(cudyn::UnifiedBuffer<float>::allocate(16));
         auto stream = take(cudyn::Stream::create());
         auto event = take(cudyn::InterprocessEvent::create());
-        CHECK(fake.primary_ctx_refcount(0) == with_program + 1);
+        // They share the program's retain: no retain of their own, no driver call for one.
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
+        CHECK(fake.call_count("cuDevicePrimaryCtxRetain") == retains);
+        // The program lets go first: the owners keep the context.
+        require_ok(context.release());
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
     }
-    CHECK(fake.primary_ctx_refcount(0) == with_program);
+    CHECK(fake.primary_ctx_refcount(0) == baseline);
 }
 
 TEST_CASE("owners release into their own context, from any thread, whatever is current there",

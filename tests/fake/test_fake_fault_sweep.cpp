@@ -13,10 +13,10 @@
 // stream work are back at their baseline. A row whose operation makes no
 // driver call fails (the recording broke). A new operation is one more row.
 //
-// One buffer stays alive in the context for the whole sweep, as in a program
-// that holds owners: owners then share its retain of the context, so no row
-// takes the first retain or gives back the last. (Giving back the last retain
-// is a destructor's business: a failure there is not reported, only dropped.)
+// The sweep's PrimaryContext lives throughout, as a program's does: owners
+// share its retain of the context, so no row takes the first retain or gives
+// back the last (giving back the last one is a destructor's business: a
+// failure there is dropped, not reported).
 #include "../support/catch.hpp"
 #include "../support/fake_driver.hpp"
 #include "../support/fake_memory_helpers.hpp"
@@ -370,7 +370,6 @@ const cudyn_test::ChildRole sweep_exporter("fault-sweep-exporter", sweep_exporte
 
 TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn", "[emulated][fault-sweep]") {
     auto context = activate(0);
-    const auto keeper = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1));  // holds the context's shared retain
     ParentSide side = start_child("fault-sweep-exporter");
     const auto peer_memory = take(receive_descriptor<IpcMemDescriptor>(side.channel, kMemDescriptor));
     const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
