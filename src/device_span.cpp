@@ -26,9 +26,11 @@ std::string bytes_text(std::size_t bytes) { return std::to_string(bytes) + " byt
 // elements than size_t bytes can count; the driver would get a wrapped size.
 Result<std::size_t> extent_bytes(const char* operation, DeviceExtent extent, const char* role) {
     if (extent.address == 0 || extent.count == 0) return refused(operation, std::string(role) + " is empty");
-    if (extent.count > ~std::size_t{0} / extent.element_size)
-        return refused(operation, std::string(role) + "'s size in bytes overflows size_t");
-    return extent.count * extent.element_size;
+    const std::string what = std::string(operation) + ": " + role;
+    auto bytes = byte_size(extent.count, extent.element_size, what.c_str());
+    if (!bytes) return bytes;
+    CUDYN_TRY(check_address_range(extent.address, *bytes, what.c_str()));
+    return bytes;
 }
 
 // The checks shared by both host directions, in a fixed order: a device side

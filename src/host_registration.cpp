@@ -4,8 +4,6 @@
 #include "memory_internal.hpp"
 
 #include <cstdint>
-#include <limits>
-#include <string>
 #include <utility>
 
 namespace cudyn {
@@ -19,9 +17,8 @@ Result<void> unregister_host_memory(std::uintptr_t address) {
 Result<HostRegistration> HostRegistration::register_memory(void* data, std::size_t bytes, HostRegisterFlags flags) {
     if (data == nullptr) return Error::invalid_argument("HostRegistration::register_memory: data is a null pointer");
     if (bytes == 0) return Error::invalid_argument("HostRegistration::register_memory: bytes must be non-zero");
-    if (bytes - 1 > std::numeric_limits<std::uintptr_t>::max() - reinterpret_cast<std::uintptr_t>(data))
-        return Error::invalid_argument("HostRegistration::register_memory: " + std::to_string(bytes) +
-                                       " bytes from the pointer run past the end of the address space");
+    CUDYN_TRY(detail::check_address_range(reinterpret_cast<std::uintptr_t>(data), bytes,
+                                          "HostRegistration::register_memory"));
     if (flags.device_mapped)
         CUDYN_TRY(detail::require_host_mapping("cuMemHostGetDevicePointer_v2", "HostRegistration (device_mapped)"));
     auto context = detail::OwnerContext::current();

@@ -111,8 +111,7 @@ Result<void> issue_prefetch(CUdeviceptr base, std::size_t bytes, const PreparedL
 Result<ManagedMemoryHints> ManagedMemoryHints::over(CUdeviceptr base, std::size_t bytes) {
     if (base == 0) return Error::invalid_argument("ManagedMemoryHints::over: base is a null pointer");
     if (bytes == 0) return Error::invalid_argument("ManagedMemoryHints::over: bytes must be non-zero");
-    if (bytes - 1 > ~CUdeviceptr{0} - base)
-        return Error::invalid_argument("ManagedMemoryHints::over: base + bytes wraps around the address space");
+    CUDYN_TRY(detail::check_address_range(base, bytes, "ManagedMemoryHints::over"));
     return ManagedMemoryHints(base, bytes);
 }
 

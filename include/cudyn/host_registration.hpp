@@ -12,8 +12,6 @@
 #include <cuda.h>
 
 #include <cstddef>
-#include <limits>
-#include <string>
 #include <type_traits>
 
 namespace cudyn {
@@ -46,11 +44,9 @@ public:
     template <typename T>
     static Result<HostRegistration> register_span(HostSpan<T> span, HostRegisterFlags flags = {}) {
         static_assert(!std::is_const_v<T>, "register a span of writable elements");
-        if (span.size() > std::numeric_limits<std::size_t>::max() / sizeof(T))
-            return Error::invalid_argument("HostRegistration::register_span: " + std::to_string(span.size()) +
-                                           " elements of " + std::to_string(sizeof(T)) +
-                                           " bytes: the size in bytes overflows size_t");
-        return register_memory(static_cast<void*>(span.data()), span.size() * sizeof(T), flags);
+        auto bytes = detail::byte_size(span.size(), sizeof(T), "HostRegistration::register_span: span of");
+        if (!bytes) return bytes.error();
+        return register_memory(static_cast<void*>(span.data()), *bytes, flags);
     }
 
     HostRegistration() noexcept = default;  // empty

@@ -99,9 +99,17 @@ private:
     OwnerContext context_;
 };
 
-// count * element_size, checked: InvalidArgument naming `what` when count is
-// zero or the product overflows size_t.
+// The one place byte sizes are computed from element counts and address
+// ranges are checked, before any driver call, in every module:
+//
+// count * element_size: InvalidArgument naming `what` when the product
+// overflows size_t (a count of 0 is 0 bytes).
+Result<std::size_t> byte_size(std::size_t count, std::size_t element_size, const char* what);
+// The same, and InvalidArgument when count is zero.
 Result<std::size_t> checked_bytes(std::size_t count, std::size_t element_size, const char* what);
+// [address, address + bytes) inside the address space: InvalidArgument naming
+// `what` when it runs past the end (wraps around). bytes 0 is fine anywhere.
+Result<void> check_address_range(std::uint64_t address, std::size_t bytes, const char* what);
 
 // [offset, offset + count) within [0, size), overflow-safe: InvalidArgument
 // naming `what` (count 0 included: an empty range is a caller's mistake here).

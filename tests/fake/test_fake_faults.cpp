@@ -10,6 +10,7 @@
 #include "../support/vmm_helpers.hpp"
 
 #include "cudyn/allocation_properties.hpp"
+#include "cudyn/device_span.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/growable_buffer.hpp"
 #include "cudyn/host_registration.hpp"
@@ -151,5 +152,16 @@ TEST_CASE("host registrations refuse sizes that wrap, before the driver", "[emul
     // A range that runs past the end of the address space.
     require_error(cudyn::HostRegistration::register_memory(words.data(), std::numeric_limits<std::size_t>::max()),
                   ErrorCode::InvalidArgument, "past the end of the address space");
+    untouched.require_untouched();
+}
+
+TEST_CASE("a hand-made device span whose range wraps the address space is refused before the driver",
+          "[emulated][cuda11][legacy][faults]") {
+    auto context = activate(0);
+    const DriverSnapshot untouched({"cuMemsetD32_v2", "cuMemcpyHtoD_v2"});
+    const cudyn::DeviceSpan<std::uint32_t> wrapping(~CUdeviceptr{0} - 8, 4);  // 16 bytes from 9 before the end
+    require_error(wrapping.fill(0u), ErrorCode::InvalidArgument, "wraps around");
+    const std::vector<std::uint32_t> host(4, 1u);
+    require_error(wrapping.copy_from(host), ErrorCode::InvalidArgument, "wraps around");
     untouched.require_untouched();
 }
