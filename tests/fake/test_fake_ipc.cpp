@@ -511,47 +511,35 @@ TEST_CASE("two processes share cuMemAlloc memory; an IPC event orders producer a
     CHECK(open_descriptors() == descriptors);
 }
 
-TEST_CASE("one open per context per handle: a second open is refused clearly", "[emulated][cuda11][legacy][ipc]") {
+namespace {
+// A buffer exported to a child `role`, which opens it and reports 'done';
+// nothing is left live afterwards.
+void share_buffer_with(const char* role, std::chrono::milliseconds step = kStep) {
     auto context = activate(0);
     const DriverSnapshot before;
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
         auto shared = take(IpcMemDescriptor::export_buffer(buffer));
-        ParentSide side = start_child("ipc-open-twice");
+        ParentSide side = start_child(role);
         require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
-        (void)take(side.channel.receive(kDone, kStep));
+        (void)take(side.channel.receive(kDone, step));
         CHECK(side.child.wait(kChildTimeout) == 0);
     }
     CHECK(before.live_delta() == 0);
+}
+}  // namespace
+
+TEST_CASE("one open per context per handle: a second open is refused clearly", "[emulated][cuda11][legacy][ipc]") {
+    share_buffer_with("ipc-open-twice");
 }
 
 TEST_CASE("opening and closing one handle from eight threads never reaches the driver twice",
           "[emulated][cuda11][legacy][ipc]") {
-    auto context = activate(0);
-    const DriverSnapshot before;
-    {
-        auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(IpcMemDescriptor::export_buffer(buffer));
-        ParentSide side = start_child("ipc-open-churn");
-        require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
-        (void)take(side.channel.receive(kDone, std::chrono::seconds(20)));
-        CHECK(side.child.wait(kChildTimeout) == 0);
-    }
-    CHECK(before.live_delta() == 0);
+    share_buffer_with("ipc-open-churn", std::chrono::seconds(20));
 }
 
 TEST_CASE("an open whose size check cannot be made fails and leaves nothing open", "[emulated][cuda11][legacy][ipc]") {
-    auto context = activate(0);
-    const DriverSnapshot before;
-    {
-        auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(IpcMemDescriptor::export_buffer(buffer));
-        ParentSide side = start_child("ipc-open-unchecked");
-        require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
-        (void)take(side.channel.receive(kDone, kStep));
-        CHECK(side.child.wait(kChildTimeout) == 0);
-    }
-    CHECK(before.live_delta() == 0);
+    share_buffer_with("ipc-open-unchecked");
 }
 
 TEST_CASE("a handle of freed memory gives a clear error in the other process", "[emulated][cuda11][legacy][ipc]") {
