@@ -101,6 +101,11 @@ void fail_bad_result_access(const Error& error) noexcept {
     std::abort();
 }
 
+void fail_error_of_success() noexcept {
+    std::fputs("cudyn: error() called on a Result that holds a value\n", stderr);
+    std::abort();
+}
+
 }  // namespace detail
 
 }  // namespace cudyn
