@@ -92,7 +92,7 @@ CaseResult get_mem_handle(const Settings& settings) {
     const IpcSetup* s = setup(why);
     if (s == nullptr) return skipped(why);
     const DriverTable& cu = driver();
-    const CUdeviceptr base = s->buffer.data();
+    const CUdeviceptr base = s->buffer.device_address();
     CaseResult result = compare_calls(
         settings,
         [&] {
@@ -102,7 +102,7 @@ CaseResult get_mem_handle(const Settings& settings) {
             return worked;
         },
         [&] {
-            auto descriptor = IpcMemDescriptor::export_buffer(s->buffer);
+            auto descriptor = export_ipc_memory(s->buffer);
             keep(&descriptor);
             return descriptor.has_value();
         });
@@ -119,7 +119,7 @@ CaseResult export_range(const Settings& settings) {
     const IpcSetup* s = setup(why);
     if (s == nullptr) return skipped(why);
     const DriverTable& cu = driver();
-    const CUdeviceptr inside = s->buffer.data() + kBytes / 2;
+    const CUdeviceptr inside = s->buffer.device_address() + kBytes / 2;
     CaseResult result = compare_calls(
         settings,
         [&] {
@@ -132,7 +132,7 @@ CaseResult export_range(const Settings& settings) {
             return worked;
         },
         [&] {
-            auto descriptor = IpcMemDescriptor::export_range(inside, 4096);
+            auto descriptor = export_ipc_memory(inside, 4096);
             keep(&descriptor);
             return descriptor.has_value();
         });
@@ -211,7 +211,7 @@ int child_open() {
                     if (cu.cuIpcCloseMemHandle_v4010(pointer) != CUDA_SUCCESS) return std::printf("raw close\n"), 1;
                 } else {
                     const auto start = Clock::now();
-                    auto opened = OpenedMem::open(*descriptor);
+                    auto opened = open_ipc_memory(*descriptor);
                     const auto end = Clock::now();
                     if (!opened) return std::printf("%s\n", opened.error().describe().c_str()), 1;
                     if (block > 0) cudyn_us.push_back(elapsed_ns(start, end) / 1000.0);
@@ -240,7 +240,7 @@ CaseResult open_mem_handle(const Settings& settings) {
     std::string why;
     const IpcSetup* s = setup(why);
     if (s == nullptr) return skipped(why);
-    auto descriptor = IpcMemDescriptor::export_buffer(s->buffer);
+    auto descriptor = export_ipc_memory(s->buffer);
     if (!descriptor) return failed(descriptor.error().describe());
     ::setenv(kDescriptorVariable, to_hex(descriptor->to_bytes()).c_str(), 1);
     ::setenv(kOpensVariable, std::to_string(settings.value_or_iterations(200)).c_str(), 1);
@@ -318,7 +318,7 @@ int child_first_open() {
         (void)cu.cuIpcCloseMemHandle_v4010(pointer);
     } else {
         const auto start = Clock::now();
-        auto opened = OpenedMem::open(*descriptor);
+        auto opened = open_ipc_memory(*descriptor);
         us = elapsed_ns(start, Clock::now()) / 1000.0;
         if (!opened) return std::printf("%s\n", opened.error().describe().c_str()), 1;
     }
@@ -332,7 +332,7 @@ CaseResult first_open(const Settings& settings) {
     std::string why;
     const IpcSetup* s = setup(why);
     if (s == nullptr) return skipped(why);
-    auto descriptor = IpcMemDescriptor::export_buffer(s->buffer);
+    auto descriptor = export_ipc_memory(s->buffer);
     if (!descriptor) return failed(descriptor.error().describe());
     ::setenv(kDescriptorVariable, to_hex(descriptor->to_bytes()).c_str(), 1);
     const int processes = settings.value_or_processes(15);

@@ -18,14 +18,14 @@
 #include "cudyn/device_span.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/loader.hpp"
-#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/managed_range.hpp"
 #include "cudyn/mapped_buffer.hpp"
 #include "cudyn/memory_info.hpp"
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/primary_context.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <cstddef>
 #include <cstdio>
@@ -168,7 +168,7 @@ CaseResult alloc_free(const Settings& settings, std::size_t bytes, std::uint64_t
         for (std::uint64_t i = 0; i < iterations; ++i) {
             auto buffer = DeviceBuffer<std::byte>::allocate(bytes);
             if (!buffer) return buffer.error();
-            keep(buffer->data());
+            keep(buffer->device_address());
         }  // the destructor frees, as programs use it
         return elapsed_ns(start, Clock::now()) / 1000.0 / static_cast<double>(iterations);
     };
@@ -246,7 +246,7 @@ CaseResult zero_copy_read(const Settings& settings) {
     };
     const auto kernel_read = [&](CUdeviceptr data) -> Result<double> {
         CUDYN_TRY(counter->fill(0u));
-        auto ms = timed_ms([&] { return f->kernels->sum_u32(data, kCount, counter->data()); });
+        auto ms = timed_ms([&] { return f->kernels->sum_u32(data, kCount, counter->device_address()); });
         if (!ms) return ms.error();
         std::uint32_t sum = 0;
         CUDYN_TRY(counter->copy_to(HostSpan<std::uint32_t>(&sum, 1)));
@@ -254,7 +254,7 @@ CaseResult zero_copy_read(const Settings& settings) {
             return Error::invalid_argument("sum_u32 read a wrong sum: " + std::to_string(sum));
         return gigabytes_per_second(kBytes, *ms);
     };
-    const Sample zero_copy = [&]() { return kernel_read(mapped->device_pointer()); };
+    const Sample zero_copy = [&]() { return kernel_read(mapped->device_address()); };
     CaseResult result = compare_samples(settings.value_or_repetitions(7), raw, zero_copy);
     if (result.status != Status::Ok) return result;
 
@@ -297,8 +297,8 @@ std::size_t managed_bytes() {
 }
 
 struct ManagedSetup {
-    UnifiedBuffer<std::uint32_t> buffer;
-    ManagedMemoryHints hints;
+    ManagedBuffer<std::uint32_t> buffer;
+    ManagedRange hints;
     CUmemLocation device_location;
     CUmemLocation host_location;
 };
@@ -319,13 +319,13 @@ std::optional<ManagedSetup> managed_setup(const MemoryFixture& f, std::string& w
         return std::nullopt;
     }
     skip = false;
-    auto buffer = UnifiedBuffer<std::uint32_t>::allocate(bytes / sizeof(std::uint32_t));
+    auto buffer = ManagedBuffer<std::uint32_t>::allocate(bytes / sizeof(std::uint32_t));
     if (!buffer) {
         why = buffer.error().describe();
         return std::nullopt;
     }
     std::memset(buffer->data(), 1, bytes);  // resident on the host to start with
-    auto hints = buffer->hints();
+    auto hints = buffer->managed_range();
     if (!hints) {
         why = hints.error().describe();
         return std::nullopt;
@@ -335,7 +335,7 @@ std::optional<ManagedSetup> managed_setup(const MemoryFixture& f, std::string& w
 
 // Moves the whole buffer back to the host, untimed, before a sample.
 Result<void> reset_to_host(const ManagedSetup& m, CUstream stream) {
-    const CUresult rc = driver().cuMemPrefetchAsync_v12020(m.hints.base(), m.hints.bytes(), m.host_location, 0, stream);
+    const CUresult rc = driver().cuMemPrefetchAsync_v12020(m.hints.device_address(), m.hints.size_bytes(), m.host_location, 0, stream);
     CUDYN_TRY(raw_result(rc, "cuMemPrefetchAsync_v2"));
     return call_driver(&DriverTable::cuStreamSynchronize_v2000, stream);
 }
@@ -375,13 +375,13 @@ CaseResult managed_prefetch(const Settings& settings) {
     const MemoryFixture* f = opened.fixture;
     ManagedSetup* m = &*opened.managed;
     const CUstream stream = f->stream.handle();
-    const std::size_t bytes = m->hints.bytes();
+    const std::size_t bytes = m->hints.size_bytes();
     const DriverTable& cu = driver();
 
     const auto after_reset = [&](auto work) { return timed_from_host(*m, stream, work); };
     const Sample raw = [&]() {
         return after_reset([&] {
-            return raw_result(cu.cuMemPrefetchAsync_v12020(m->hints.base(), bytes, m->device_location, 0, stream),
+            return raw_result(cu.cuMemPrefetchAsync_v12020(m->hints.device_address(), bytes, m->device_location, 0, stream),
                               "cuMemPrefetchAsync_v2");
         });
     };
@@ -405,7 +405,7 @@ CaseResult managed_prefetch(const Settings& settings) {
     auto counter = DeviceBuffer<std::uint32_t>::allocate(1);
     if (!counter) return failed(counter.error().describe());
     const std::size_t count = bytes / sizeof(std::uint32_t);
-    const auto read = [&] { return f->kernels->sum_u32(m->hints.base(), count, counter->data()); };
+    const auto read = [&] { return f->kernels->sum_u32(m->hints.device_address(), count, counter->device_address()); };
     std::vector<double> fault_driven, prefetched;
     for (int i = 0; i < 3; ++i) {
         auto faulted = after_reset(read);
@@ -428,7 +428,7 @@ CaseResult managed_prefetch(const Settings& settings) {
 
 const CaseRegistrar managed_prefetch_case({"memory/managed-prefetch",
                                            "4 GiB managed (less if < 8 GiB free) to device 0: "
-                                           "ManagedMemoryHints::prefetch_to vs raw cuMemPrefetchAsync_v2; "
+                                           "ManagedRange::prefetch_to vs raw cuMemPrefetchAsync_v2; "
                                            "fault-driven kernel read vs prefetch_to + read",
                                            true, managed_prefetch});
 
@@ -442,9 +442,9 @@ CaseResult managed_advise(const Settings& settings) {
     if (!f->caps.concurrent_managed_access)
         return skipped("device 0 lacks CONCURRENT_MANAGED_ACCESS: no preferred location on it");
     if (!has_entry(&DriverTable::cuMemAdvise_v12020)) return skipped("the driver lacks cuMemAdvise_v2 (12.2+)");
-    auto buffer = UnifiedBuffer<std::uint32_t>::allocate(2 * kMiB / sizeof(std::uint32_t));
+    auto buffer = ManagedBuffer<std::uint32_t>::allocate(2 * kMiB / sizeof(std::uint32_t));
     if (!buffer) return failed(buffer.error().describe());
-    auto hints = buffer->hints();
+    auto hints = buffer->managed_range();
     if (!hints) return failed(hints.error().describe());
     const CUmemLocation device0 = Location::device(0).to_cu();
     const CUmemLocation host = Location::host().to_cu();
@@ -452,9 +452,9 @@ CaseResult managed_advise(const Settings& settings) {
     const auto raw_loop = [&](std::uint64_t n) {
         std::uint64_t wrong = 0;
         for (std::uint64_t i = 0; i < n; ++i) {
-            const CUresult rc = i % 2 == 0 ? cu.cuMemAdvise_v12020(hints->base(), hints->bytes(),
+            const CUresult rc = i % 2 == 0 ? cu.cuMemAdvise_v12020(hints->device_address(), hints->size_bytes(),
                                                                    CU_MEM_ADVISE_SET_PREFERRED_LOCATION, device0)
-                                           : cu.cuMemAdvise_v12020(hints->base(), hints->bytes(),
+                                           : cu.cuMemAdvise_v12020(hints->device_address(), hints->size_bytes(),
                                                                    CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, host);
             wrong += rc == CUDA_SUCCESS ? 0 : 1;
         }
@@ -478,7 +478,7 @@ CaseResult managed_advise(const Settings& settings) {
 }
 
 const CaseRegistrar managed_advise_case({"memory/managed-advise",
-                                         "ManagedMemoryHints::set/unset_preferred_location on 2 MiB vs raw "
+                                         "ManagedRange::set/unset_preferred_location on 2 MiB vs raw "
                                          "cuMemAdvise_v2, per call",
                                          true, managed_advise});
 
@@ -493,7 +493,7 @@ CaseResult prefetch_plan(const Settings& settings) {
     const MemoryFixture* f = opened.fixture;
     ManagedSetup* m = &*opened.managed;
     const CUstream stream = f->stream.handle();
-    const std::size_t part = m->hints.bytes() / kRanges;
+    const std::size_t part = m->hints.size_bytes() / kRanges;
     const DriverTable& cu = driver();
 
     PrefetchPlan plan;
@@ -503,7 +503,7 @@ CaseResult prefetch_plan(const Settings& settings) {
         auto range = m->hints.subrange(i * part, part);
         if (!range) return failed(range.error().describe());
         if (auto added = plan.add(*range, Location::device(0)); !added) return failed(added.error().describe());
-        pointers.push_back(range->base());
+        pointers.push_back(range->device_address());
     }
     const auto after_reset = [&](auto work) { return timed_from_host(*m, stream, work); };
     const auto raw_calls = [&]() -> Result<void> {
@@ -576,8 +576,8 @@ CaseResult span_small_op(const Settings& settings, bool fill) {
     const auto raw_loop = [&](std::uint64_t n) {
         std::uint64_t wrong = 0;
         for (std::uint64_t i = 0; i < n; ++i) {
-            const CUresult rc = fill ? cu.cuMemsetD32Async_v3020(span.data(), static_cast<unsigned>(i), kWords, stream)
-                                     : cu.cuMemcpyHtoDAsync_v3020(span.data(), pinned->data(), kWords * 4, stream);
+            const CUresult rc = fill ? cu.cuMemsetD32Async_v3020(span.device_address(), static_cast<unsigned>(i), kWords, stream)
+                                     : cu.cuMemcpyHtoDAsync_v3020(span.device_address(), pinned->data(), kWords * 4, stream);
             wrong += rc == CUDA_SUCCESS ? 0 : 1;
         }
         return finish(wrong);
@@ -585,8 +585,8 @@ CaseResult span_small_op(const Settings& settings, bool fill) {
     const auto cudyn_loop = [&](std::uint64_t n) {
         std::uint64_t wrong = 0;
         for (std::uint64_t i = 0; i < n; ++i) {
-            const auto done = fill ? span.fill_async(static_cast<std::uint32_t>(i), f->stream)
-                                   : span.copy_from_async(pinned->span(), f->stream);
+            const auto done = fill ? span.fill(static_cast<std::uint32_t>(i), f->stream)
+                                   : span.copy_from(pinned->span(), f->stream);
             wrong += done.has_value() ? 0 : 1;
         }
         return finish(wrong);
@@ -635,9 +635,9 @@ CaseResult span_sync_op(const Settings& settings, SyncOp op) {
         for (std::uint64_t i = 0; i < n; ++i) {
             CUresult rc = CUDA_SUCCESS;
             switch (op) {
-                case SyncOp::Fill: rc = cu.cuMemsetD32_v3020(front.data(), static_cast<unsigned>(i), kWords); break;
-                case SyncOp::CopyDeviceToDevice: rc = cu.cuMemcpyDtoD_v3020(back.data(), front.data(), kWords * 4); break;
-                case SyncOp::CopyFromPageable: rc = cu.cuMemcpyHtoD_v3020(front.data(), pageable.data(), kWords * 4); break;
+                case SyncOp::Fill: rc = cu.cuMemsetD32_v3020(front.device_address(), static_cast<unsigned>(i), kWords); break;
+                case SyncOp::CopyDeviceToDevice: rc = cu.cuMemcpyDtoD_v3020(back.device_address(), front.device_address(), kWords * 4); break;
+                case SyncOp::CopyFromPageable: rc = cu.cuMemcpyHtoD_v3020(front.device_address(), pageable.data(), kWords * 4); break;
             }
             if (rc == CUDA_SUCCESS) rc = cu.cuStreamSynchronize_v2000(CU_STREAM_LEGACY);
             wrong += rc == CUDA_SUCCESS ? 0 : 1;

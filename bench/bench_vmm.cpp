@@ -165,7 +165,7 @@ CaseResult cycle(const Settings& settings) {
             if (!memory) return memory.error();
             auto mapping = MappedRange::map(*range, 0, *memory, {{Location::device(0), AccessFlags::ReadWrite}});
             if (!mapping) return mapping.error();
-            keep(mapping->address());
+            keep(mapping->device_address());
             return ok();
         });  // the owners tear down in the driver's order: unmap, release, free
     };
@@ -200,7 +200,7 @@ CaseResult map_unmap(const Settings& settings) {
     if (!granule) return failed(granule.error().describe());
     AddressRange* const range = &granule->range;
     PhysicalMemory* const memory = &granule->memory;
-    const CUdeviceptr address = range->address();
+    const CUdeviceptr address = range->device_address();
     const CUmemGenericAllocationHandle handle = memory->handle();
 
     const auto raw = [&] {
@@ -215,7 +215,7 @@ CaseResult map_unmap(const Settings& settings) {
         return us_per_cycle(cycles, [&]() -> Result<void> {
             auto mapping = MappedRange::map(*range, 0, *memory, {{Location::device(0), AccessFlags::ReadWrite}});
             if (!mapping) return mapping.error();
-            keep(mapping->address());
+            keep(mapping->device_address());
             return ok();
         });
     };
@@ -257,7 +257,7 @@ CaseResult unmap_idle_wait(const Settings& settings) {
     if (!granule) return failed(granule.error().describe());
     AddressRange* const range = &granule->range;
     PhysicalMemory* const memory = &granule->memory;
-    const CUdeviceptr address = range->address();
+    const CUdeviceptr address = range->device_address();
     const CUmemGenericAllocationHandle handle = memory->handle();
     // Microseconds per unmap, the unmap alone timed.
     const auto raw = [&](bool synchronize) -> Result<double> {

@@ -31,37 +31,37 @@ int main() {
     // Reserving address space costs no memory: the capacity is only a ceiling.
     auto buffer = cudyn::GrowableBuffer::create(cudyn::AllocationProperties::device(0), kCapacity);
     if (!buffer) return unsupported_or_fail("GrowableBuffer::create", buffer.error());
-    const CUdeviceptr base = buffer->address();
-    std::printf("growable_buffer: reserved %zu MiB at 0x%llx, mapped %zu MiB at a time\n", buffer->capacity() / kMiB,
-                static_cast<unsigned long long>(base), buffer->chunk_size() / kMiB);
+    const CUdeviceptr base = buffer->device_address();
+    std::printf("growable_buffer: reserved %zu MiB at 0x%llx, mapped %zu MiB at a time\n", buffer->capacity_bytes() / kMiB,
+                static_cast<unsigned long long>(base), buffer->chunk_size_bytes() / kMiB);
 
     // Grow step by step; give each new region its own word so the final check
     // can tell that no step disturbed the earlier ones. Sizes are whole chunks,
     // so each region ends where size() says, not where it was asked to.
     std::size_t region_end[std::size(kSteps)] = {};
     for (std::size_t step = 0; step < std::size(kSteps); ++step) {
-        const std::size_t old_size = buffer->size();
+        const std::size_t old_size = buffer->size_bytes();
         if (auto grown = buffer->grow_to(kSteps[step]); !grown) return fail("grow_to", grown.error());
-        if (buffer->address() != base) {
+        if (buffer->device_address() != base) {
             std::fprintf(stderr, "growable_buffer: the address moved to 0x%llx\n",
-                         static_cast<unsigned long long>(buffer->address()));
+                         static_cast<unsigned long long>(buffer->device_address()));
             return 1;
         }
         const std::uint32_t word = region_word(step);
-        auto words = buffer->device_span<std::uint32_t>();  // taken anew: the buffer just grew
+        auto words = buffer->device_span_as<std::uint32_t>();  // taken anew: the buffer just grew
         if (!words) return fail("device_span", words.error());
-        auto new_region = words->subspan(old_size / sizeof word, (buffer->size() - old_size) / sizeof word);
+        auto new_region = words->subspan(old_size / sizeof word, (buffer->size_bytes() - old_size) / sizeof word);
         if (!new_region) return fail("subspan", new_region.error());
         if (auto set = new_region->fill(word); !set) return fail("fill of the new region", set.error());
-        region_end[step] = buffer->size();
+        region_end[step] = buffer->size_bytes();
         std::printf("growable_buffer: %2zu MiB -> %2zu MiB (%zu chunk(s)), same address; new region set to 0x%08X\n",
-                    old_size / kMiB, buffer->size() / kMiB, buffer->chunk_count(), static_cast<unsigned>(word));
+                    old_size / kMiB, buffer->size_bytes() / kMiB, buffer->chunk_count(), static_cast<unsigned>(word));
     }
 
     // One copy of the whole buffer back to the host: every region must still
     // hold the word written right after it was mapped.
-    std::vector<std::uint32_t> host(buffer->size() / sizeof(std::uint32_t));
-    auto words = buffer->device_span<std::uint32_t>();
+    std::vector<std::uint32_t> host(buffer->size_bytes() / sizeof(std::uint32_t));
+    auto words = buffer->device_span_as<std::uint32_t>();
     if (!words) return fail("device_span", words.error());
     if (auto copied = words->copy_to(host); !copied) return fail("copy_to", copied.error());
     std::size_t region_start = 0;
@@ -77,6 +77,6 @@ int main() {
         region_start = region_end[step];
     }
     std::printf("growable_buffer: %zu MiB copied back, all %zu regions intact; capacity %zu MiB\n",
-                buffer->size() / kMiB, std::size(kSteps), buffer->capacity() / kMiB);
+                buffer->size_bytes() / kMiB, std::size(kSteps), buffer->capacity_bytes() / kMiB);
     return 0;
 }

@@ -36,9 +36,9 @@ cudyn::Result<ReceivedMemory> receive_memory(cudyn::FdChannel& channel, int devi
     if (message->tag == kMemoryTag) {
         auto descriptor = cudyn::IpcMemDescriptor::from_bytes(message->payload.data(), message->payload.size());
         if (!descriptor) return descriptor.error();
-        auto opened = cudyn::OpenedMem::open(*descriptor);
+        auto opened = cudyn::open_ipc_memory(*descriptor);
         if (!opened) return opened.error();
-        auto words = opened->device_span<std::uint32_t>();
+        auto words = opened->device_span_as<std::uint32_t>();
         if (!words) return words.error();
         memory.words = *words;
         memory.opened = std::move(*opened);
@@ -52,12 +52,12 @@ cudyn::Result<ReceivedMemory> receive_memory(cudyn::FdChannel& channel, int devi
     // The descriptor is closed by the import, whatever it answers.
     auto physical = cudyn::import_posix_fd(cudyn::ExportedFd{std::move(message->fd), *info});
     if (!physical) return physical.error();
-    auto range = cudyn::AddressRange::reserve(physical->size());
+    auto range = cudyn::AddressRange::reserve(physical->size_bytes());
     if (!range) return range.error();
     auto mapping = cudyn::MappedRange::map(*range, 0, *physical,
                                            {{cudyn::Location::device(device), cudyn::AccessFlags::ReadWrite}});
     if (!mapping) return mapping.error();
-    auto words = mapping->device_span<std::uint32_t>();
+    auto words = mapping->device_span_as<std::uint32_t>();
     if (!words) return words.error();
     memory.words = *words;
     memory.range = std::move(*range);
@@ -80,7 +80,7 @@ int run(const std::string& socket, int device_ordinal) {
     auto event_descriptor =
         cudyn::IpcEventDescriptor::from_bytes(event_message->payload.data(), event_message->payload.size());
     if (!event_descriptor) return fail("event descriptor", event_descriptor.error());
-    auto event = cudyn::InterprocessEvent::open(*event_descriptor);
+    auto event = cudyn::open_ipc_event(*event_descriptor);
     if (!event) return fail("open the event", event.error());
     auto memory = receive_memory(*channel, device_ordinal);
     if (!memory) return fail("receive the memory", memory.error());
@@ -98,7 +98,7 @@ int run(const std::string& socket, int device_ordinal) {
     // This stream waits for the producer's work on the GPU; the copy comes after it.
     if (auto waited = event->wait(*stream); !waited) return fail("wait on the event", waited.error());
     std::vector<std::uint32_t> words(memory->words.size());
-    if (auto copied = memory->words.copy_to_async(words, *stream); !copied) return fail("copy", copied.error());
+    if (auto copied = memory->words.copy_to(words, *stream); !copied) return fail("copy", copied.error());
     if (auto synced = stream->synchronize(); !synced) return fail("synchronize", synced.error());
     std::size_t wrong = 0;
     for (std::uint32_t word : words) wrong += word != expected ? 1 : 0;

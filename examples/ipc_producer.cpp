@@ -80,7 +80,7 @@ cudyn::Result<SharedMemory> allocate(const Options& options) {
     auto mapping = cudyn::MappedRange::map(*range, 0, *physical,
                                            {{cudyn::Location::device(options.device), cudyn::AccessFlags::ReadWrite}});
     if (!mapping) return mapping.error();
-    auto words = mapping->device_span<std::uint32_t>();
+    auto words = mapping->device_span_as<std::uint32_t>();
     if (!words) return words.error();
     shared.words = *words;
     shared.range = std::move(*range);
@@ -101,7 +101,7 @@ int run(const Options& options) {
     auto event = cudyn::InterprocessEvent::create();
     if (!stream) return fail("stream", stream.error());
     if (!event) return fail("event", event.error());
-    auto event_descriptor = event->export_handle();
+    auto event_descriptor = cudyn::export_ipc_event(*event);
     if (!event_descriptor) return fail("event handle", event_descriptor.error());
 
     auto listener = cudyn::FdListener::listen(options.socket);
@@ -119,7 +119,7 @@ int run(const Options& options) {
         if (!exported) return fail("export", exported.error());
         if (auto sent = cudyn::send_posix_fd(*channel, *exported); !sent) return fail("send the descriptor", sent.error());
     } else {
-        auto descriptor = cudyn::IpcMemDescriptor::export_buffer(*shared->buffer);
+        auto descriptor = cudyn::export_ipc_memory(*shared->buffer);
         if (!descriptor) return fail("export", descriptor.error());
         const auto bytes = descriptor->to_bytes();
         if (auto sent = channel->send(kMemoryTag, bytes.data(), bytes.size()); !sent)
@@ -129,7 +129,7 @@ int run(const Options& options) {
 
     // The work, then the record, then the word: all without waiting here.
     const std::uint32_t value = kExampleValue;
-    if (auto set = shared->words.fill_async(value, *stream); !set) return fail("fill", set.error());
+    if (auto set = shared->words.fill(value, *stream); !set) return fail("fill", set.error());
     if (auto recorded = event->record(*stream); !recorded) return fail("record", recorded.error());
     if (auto sent = channel->send(kRecordedTag, &value, sizeof value); !sent) return fail("send 'recorded'", sent.error());
 

@@ -14,7 +14,7 @@
 #include <cudyn/migration_policy.hpp>
 #include <cudyn/prefetch_plan.hpp>
 #include <cudyn/stream.hpp>
-#include <cudyn/unified_buffer.hpp>
+#include <cudyn/managed_buffer.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -29,11 +29,11 @@ int main() {
 
     auto context = activate_device(0);
     if (!context) return fail("device 0", context.error());
-    auto buffer = cudyn::UnifiedBuffer<float>::allocate(kCount);
-    if (!buffer) return unsupported_or_fail("UnifiedBuffer::allocate", buffer.error());
-    auto device_half = buffer->hints(0, kHalf);
-    auto host_half = buffer->hints(kHalf, kHalf);
-    if (!device_half || !host_half) return fail("hints", !device_half ? device_half.error() : host_half.error());
+    auto buffer = cudyn::ManagedBuffer<float>::allocate(kCount);
+    if (!buffer) return unsupported_or_fail("ManagedBuffer::allocate", buffer.error());
+    auto device_half = buffer->managed_range(0, kHalf);
+    auto host_half = buffer->managed_range(kHalf, kHalf);
+    if (!device_half || !host_half) return fail("managed_range", !device_half ? device_half.error() : host_half.error());
 
     // The host half stays in host memory even when the device reads it (the
     // device then reaches it over the bus instead of pulling pages over).
@@ -51,8 +51,8 @@ int main() {
     // Each side writes the half that now lives with it, no fault on either.
     auto device_side = buffer->device_span().subspan(0, kHalf);
     if (!device_side) return fail("subspan", device_side.error());
-    if (auto set = device_side->fill_async(kDeviceValue, *stream); !set)
-        return fail("fill_async on the device half", set.error());
+    if (auto set = device_side->fill(kDeviceValue, *stream); !set)
+        return fail("fill on the device half", set.error());
     // With concurrent managed access the host may write its half while the
     // device works on the other one.
     for (std::size_t i = kHalf; i < kCount; ++i) (*buffer)[i] = kHostValue;
@@ -67,10 +67,10 @@ int main() {
         return 1;
     }
     std::printf("managed_prefetch: %zu MiB managed at 0x%llx; policy '%s' on the second half\n",
-                buffer->bytes() >> 20, static_cast<unsigned long long>(buffer->device_pointer()),
+                buffer->size_bytes() >> 20, static_cast<unsigned long long>(buffer->device_address()),
                 policy.describe().c_str());
     std::printf("managed_prefetch: plan of %zu prefetches ran: %zu MiB to device 0, %zu MiB to the host\n", plan.size(),
-                device_half->bytes() >> 20, host_half->bytes() >> 20);
+                device_half->size_bytes() >> 20, host_half->size_bytes() >> 20);
     std::printf("managed_prefetch: device wrote %.1f to the first half, host wrote %.1f to the second: correct\n",
                 static_cast<double>(kDeviceValue), static_cast<double>(kHostValue));
     return 0;

@@ -37,8 +37,8 @@ int main() {
     if (!second_half) return fail("subspan", second_half.error());
     auto stream = cudyn::Stream::create();
     if (!stream) return fail("Stream::create", stream.error());
-    if (auto set = second_half->fill_async(kDeviceValue, *stream); !set)
-        return fail("fill_async on the mapped buffer's device side", set.error());
+    if (auto set = second_half->fill(kDeviceValue, *stream); !set)
+        return fail("fill on the mapped buffer's device side", set.error());
     // The memset is stream-ordered, not host-ordered: the host waits for the
     // stream before it reads what the device wrote.
     if (auto synced = stream->synchronize(); !synced) return fail("synchronize", synced.error());
@@ -57,7 +57,7 @@ int main() {
         return 1;
     }
     std::printf("zero_copy: %zu words at host %p, device 0x%llx\n", kWords, static_cast<void*>(buffer->data()),
-                static_cast<unsigned long long>(buffer->device_pointer()));
+                static_cast<unsigned long long>(buffer->device_address()));
     std::printf("zero_copy: the host wrote 0..%zu, the device overwrote words %zu..%zu with 0x%08X; "
                 "the host read all %zu back in place: correct\n",
                 kWords - 1, kHalf, kWords - 1, static_cast<unsigned>(kDeviceValue), kWords);

@@ -97,7 +97,7 @@ ROWS = [
     ("driver loaded (version, entries resolved, how)", loader_row),
     ("`DeviceBuffer`, `DeviceSpan`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
     ("`MappedBuffer` (zero-copy)", feature(lambda d: yes_if(d.cap("can_map_host_memory")))),
-    ("`UnifiedBuffer`", feature(lambda d: yes_if(d.cap("managed_memory")))),
+    ("`ManagedBuffer`", feature(lambda d: yes_if(d.cap("managed_memory")))),
     ("advice, `prefetch_to` a device", feature(lambda d: yes_if(d.cap("concurrent_managed_access")))),
     ("host NUMA locations in advice and prefetch",
      feature(lambda d: yes_if(d.has("cuMemAdvise", 12020) and d.has("cuMemPrefetchAsync", 12020)))),

@@ -90,8 +90,8 @@ AddressRange::AddressRange(AddressRange&& other) noexcept = default;
 AddressRange& AddressRange::operator=(AddressRange&& other) noexcept = default;
 AddressRange::~AddressRange() = default;
 
-CUdeviceptr AddressRange::address() const noexcept { return reservation_ ? reservation_->address : 0; }
-std::size_t AddressRange::size() const noexcept { return reservation_ ? reservation_->size : 0; }
+CUdeviceptr AddressRange::device_address() const noexcept { return reservation_ ? reservation_->address : 0; }
+std::size_t AddressRange::size_bytes() const noexcept { return reservation_ ? reservation_->size : 0; }
 std::size_t AddressRange::mapping_count() const noexcept {
     return reservation_ ? reservation_->mapping_count() : 0;
 }

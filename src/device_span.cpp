@@ -137,7 +137,11 @@ Result<void> check_device_view(CUdeviceptr address, std::size_t bytes, std::size
 }
 
 Result<void> check_subspan(std::size_t first, std::size_t count, std::size_t size) {
-    return check_range(first, count, size, "DeviceSpan::subspan");
+    // An empty view is valid anywhere up to the end, as for std::span.
+    if (first <= size && count <= size - first) return ok();
+    return Error::invalid_argument("DeviceSpan::subspan: elements [" + std::to_string(first) + ", " +
+                                   std::to_string(first) + " + " + std::to_string(count) + ") run past the " +
+                                   std::to_string(size) + " of the span");
 }
 
 }  // namespace cudyn::detail

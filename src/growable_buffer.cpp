@@ -25,7 +25,7 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
     CUDYN_TRY(properties.check_supported());
     auto granularity = detail::query_granularity(properties, Granularity::Minimum);
     if (!granularity) return granularity.error();
-    std::size_t chunk = options.chunk_size;
+    std::size_t chunk = options.chunk_size_bytes;
     if (chunk == 0) {
         auto recommended = detail::query_granularity(properties, Granularity::Recommended);
         if (!recommended) return recommended.error();
@@ -94,7 +94,7 @@ GrowableBuffer& GrowableBuffer::operator=(GrowableBuffer&& other) noexcept {
 
 GrowableBuffer::~GrowableBuffer() { (void)reset(); }
 
-std::size_t GrowableBuffer::size() const noexcept {
+std::size_t GrowableBuffer::size_bytes() const noexcept {
     return (released_ ? released_chunks_ : chunk_count()) * chunk_size_;
 }
 
@@ -118,9 +118,9 @@ Result<void> GrowableBuffer::require_usable(const char* operation) const {
 
 Result<void> GrowableBuffer::grow_to(std::size_t bytes) {
     CUDYN_TRY(require_usable("grow_to"));
-    if (bytes > capacity())
+    if (bytes > capacity_bytes())
         return Error::invalid_argument("GrowableBuffer::grow_to: " + std::to_string(bytes) +
-                                       " bytes exceed the capacity of " + std::to_string(capacity()));
+                                       " bytes exceed the capacity of " + std::to_string(capacity_bytes()));
     const std::size_t target = bytes / chunk_size_ + (bytes % chunk_size_ != 0 ? 1 : 0);
     if (target <= chunk_count()) return ok();
     CUDYN_TRY(unmap_chunks(chunk_count()));  // first what an earlier shrink still owes the driver
@@ -136,7 +136,7 @@ Result<void> GrowableBuffer::shrink_to(std::size_t bytes) {
 }
 
 Result<void> GrowableBuffer::resize(std::size_t bytes) {
-    if (bytes > size()) return grow_to(bytes);
+    if (bytes > size_bytes()) return grow_to(bytes);
     return shrink_to(bytes);
 }
 
@@ -162,7 +162,7 @@ Result<void> GrowableBuffer::map_chunks(std::size_t target) {
         chunks_.push_back(std::move(*mapping));
         // The PhysicalMemory goes here; the mapping keeps the handle until it is unmapped.
     }
-    const auto access = detail::apply_access(range_.address() + first * chunk_size_, (target - first) * chunk_size_,
+    const auto access = detail::apply_access(range_.device_address() + first * chunk_size_, (target - first) * chunk_size_,
                                              access_.data(), access_.size());
     if (!access) return roll_back(access.error());
     return ok();
@@ -201,11 +201,11 @@ Result<void> GrowableBuffer::release_physical(Contents contents) {
     // Before the copy too: work still writing the buffer belongs in the saved bytes.
     CUDYN_TRY(wait_for_device());
     PinnedBuffer<unsigned char> copy;
-    const std::size_t bytes = size();
+    const std::size_t bytes = size_bytes();
     if (contents == Contents::Save && bytes != 0) {
         auto pinned = PinnedBuffer<unsigned char>::allocate(bytes);
         if (!pinned) return std::move(pinned).error();
-        CUDYN_TRY(call_driver(&DriverTable::cuMemcpyDtoH_v3020, pinned->data(), range_.address(), bytes));
+        CUDYN_TRY(call_driver(&DriverTable::cuMemcpyDtoH_v3020, pinned->data(), range_.device_address(), bytes));
         copy = std::move(*pinned);
     }
     released_chunks_ = chunk_count();
@@ -220,7 +220,7 @@ Result<void> GrowableBuffer::restore() {
     CUDYN_TRY(unmap_chunks(chunk_count()));  // first what the release still owes the driver
     CUDYN_TRY(map_chunks(released_chunks_));
     if (!saved_.empty()) {
-        const auto copied = call_driver(&DriverTable::cuMemcpyHtoD_v3020, range_.address(), saved_.data(), saved_.bytes());
+        const auto copied = call_driver(&DriverTable::cuMemcpyHtoD_v3020, range_.device_address(), saved_.data(), saved_.size_bytes());
         if (!copied) {
             (void)unmap_chunks(0);
             return copied;

@@ -3,7 +3,7 @@
 #include "cudyn/driver_call.hpp"
 #include "completion.hpp"
 
-#include "cudyn/process_identity.hpp"
+#include "process_identity.hpp"
 #include "wire_format.hpp"
 
 #include <string>
@@ -58,10 +58,10 @@ Result<InterprocessEvent> InterprocessEvent::create() {
     return InterprocessEvent(event, false, std::move(*context));
 }
 
-Result<InterprocessEvent> InterprocessEvent::open(const IpcEventDescriptor& descriptor) {
+Result<InterprocessEvent> open_ipc_event(const IpcEventDescriptor& descriptor) {
     if (descriptor.exported_by_this_process())
         return Error::invalid_argument(
-            "InterprocessEvent::open: the descriptor was exported by this process (use the event itself)");
+            "open_ipc_event: the descriptor was exported by this process (use the event itself)");
     auto context = detail::OwnerContext::current();
     if (!context) return context.error();
     CUevent event = nullptr;
@@ -107,14 +107,15 @@ Result<void> InterprocessEvent::require(const char* operation) const {
                                    ": the event is empty (moved from or destroyed)");
 }
 
-Result<IpcEventDescriptor> InterprocessEvent::export_handle() const {
-    CUDYN_TRY(require("export_handle"));
-    if (opened_)
+Result<IpcEventDescriptor> export_ipc_event(const InterprocessEvent& event) {
+    if (event.empty())
+        return Error::invalid_argument("export_ipc_event: the event is empty (moved from or destroyed)");
+    if (event.opened())
         return Error::invalid_argument(
-            "InterprocessEvent::export_handle: this event was opened from another process; pass on the "
+            "export_ipc_event: this event was opened from another process; pass on the "
             "descriptor it was opened from");
     CUipcEventHandle raw{};
-    CUDYN_TRY(call_driver(&DriverTable::cuIpcGetEventHandle_v4010, &raw, event_));
+    CUDYN_TRY(call_driver(&DriverTable::cuIpcGetEventHandle_v4010, &raw, event.handle()));
     const detail::ProcessIdentity self = detail::this_process();
     IpcEventDescriptor descriptor;
     descriptor.handle_ = IpcEventHandle(raw);

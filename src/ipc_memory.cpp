@@ -1,120 +1,74 @@
-// cudyn — IpcMemDescriptor: the failures of the export path (the path itself
-// is inline in ipc_memory.hpp) and the descriptor's byte form. Also the
-// process identity the IPC modules share (process_identity.hpp).
+// cudyn — the legacy IPC export (cuIpcGetMemHandle) and IpcMemDescriptor's
+// byte form.
 #include "cudyn/ipc_memory.hpp"
 #include "cudyn/driver_call.hpp"
 
+#include "process_identity.hpp"
 #include "wire_format.hpp"
 
-#if defined(_WIN32)
-#include <process.h>
-#else
-#include <pthread.h>
-#include <unistd.h>
-#endif
-
-#include <atomic>
-#include <chrono>
-#include <random>
 #include <string>
+#include <utility>
 
 namespace cudyn {
-
-namespace detail {
-
-std::atomic<std::uint64_t> process_token{0};
-std::atomic<std::uint64_t> process_pid{0};
-
-namespace {
-std::uint64_t current_pid() noexcept {
-#if defined(_WIN32)
-    return static_cast<std::uint64_t>(::_getpid());
-#else
-    return static_cast<std::uint64_t>(::getpid());
-#endif
-}
-
-// getpid() is a system call (hundreds of ns in some VMs) on every export: the
-// id is kept, and a fork() child refreshes its copy (pthread_atfork).
-#if !defined(_WIN32)
-void refresh_pid_after_fork() noexcept { process_pid.store(current_pid(), std::memory_order_relaxed); }
-#endif
-
-// Never 0 (0 means "not drawn yet"). Where the system has no random source
-// (random_device throws), the clock and a stack address still separate two
-// processes that share a pid in different namespaces.
-std::uint64_t draw_token() noexcept {
-    std::uint64_t token = 0;
-    try {
-        std::random_device source;
-        token = (static_cast<std::uint64_t>(source()) << 32) ^ source();
-    } catch (...) {
-        const auto now = std::chrono::high_resolution_clock::now().time_since_epoch().count();
-        token = static_cast<std::uint64_t>(now) ^ (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&token)) << 20);
-    }
-    return token != 0 ? token : 1;
-}
-}  // namespace
-
-// Cold and out of line: its random_device is kilobytes of stack that the
-// inline export path should not carry.
-CUDYN_DETAIL_COLD ProcessIdentity first_process_identity() noexcept {
-    // A function-local static: one thread draws, any other first caller waits.
-    static const std::uint64_t token = [] {
-        process_pid.store(current_pid(), std::memory_order_relaxed);
-#if !defined(_WIN32)
-        (void)::pthread_atfork(nullptr, nullptr, refresh_pid_after_fork);
-#endif
-        const std::uint64_t drawn = draw_token();
-        process_token.store(drawn, std::memory_order_release);  // publishes the pid stored above too
-        return drawn;
-    }();
-    return ProcessIdentity{process_pid.load(std::memory_order_relaxed), token};
-}
-
-namespace {
-// Drawn while the library loads, not inside the first export or open, whose
-// cost it would otherwise be (a random_device read: microseconds, against a
-// ~35 ns export and a ~40 us open).
-const ProcessIdentity drawn_at_load = first_process_identity();
-}  // namespace
-
-bool is_this_process(std::uint64_t pid, std::uint64_t token) noexcept {
-    const ProcessIdentity self = this_process();
-    return pid == self.pid && token == self.token;
-}
-
-}  // namespace detail
 
 namespace {
 constexpr char kMagic[9] = "CUDYNIPM";
 constexpr const char* kWhat = "IpcMemDescriptor";
 }  // namespace
 
-// ---- the export path's failures (the path itself is inline in the header) ----------------
+namespace detail {
 
-Result<IpcMemDescriptor> IpcMemDescriptor::empty_buffer_error() {
-    return Error::invalid_argument("IpcMemDescriptor::export_buffer: the buffer is empty (moved from or freed)");
+// The one maker of exported descriptors (the descriptor's constructor is
+// private): the driver writes the handle straight into it.
+struct IpcMemExport {
+    static Result<IpcMemDescriptor> make(CUdeviceptr base, std::uint64_t allocation_size, std::uint64_t offset,
+                                         std::uint64_t size) {
+        const ProcessIdentity self = this_process();
+        IpcMemDescriptor descriptor;
+        descriptor.offset_ = offset;
+        descriptor.size_ = size;
+        descriptor.allocation_size_ = allocation_size;
+        descriptor.exporter_pid_ = self.pid;
+        descriptor.exporter_token_ = self.token;
+        if (auto got = call_driver(&DriverTable::cuIpcGetMemHandle_v4010, descriptor.handle_.driver_output(), base);
+            !got)
+            return not_exportable(std::move(got).error(), base);
+        return descriptor;
+    }
+
+    // The driver's refusal, with a hint when the memory has no legacy handle.
+    CUDYN_DETAIL_COLD static Error not_exportable(Error error, CUdeviceptr base) {
+        int capable = 1;
+        if (call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&capable),
+                        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, base)
+                .has_value() &&
+            (capable & 0xff) == 0)
+            error.message += " (this is not cuMemAlloc memory: VMM, managed, pool and host memory have no legacy "
+                             "IPC handle; share VMM memory with shareable handles)";
+        return error;
+    }
+};
+
+Result<IpcMemDescriptor> export_ipc_allocation(CUdeviceptr base, std::size_t bytes) {
+    if (base == 0 || bytes == 0)
+        return Error::invalid_argument("export_ipc_memory: the buffer is empty (moved from or freed)");
+    return IpcMemExport::make(base, bytes, 0, bytes);
 }
 
-Result<IpcMemDescriptor> IpcMemDescriptor::bad_range_error(CUdeviceptr address, std::size_t bytes,
-                                                           std::uint64_t offset, std::uint64_t allocation_size) {
-    if (address == 0) return Error::invalid_argument("IpcMemDescriptor::export_range: address is null");
-    if (bytes == 0) return Error::invalid_argument("IpcMemDescriptor::export_range: bytes must be non-zero");
-    return Error::invalid_argument("IpcMemDescriptor::export_range: offset " + std::to_string(offset) + " + " +
-                                   std::to_string(bytes) + " bytes runs past the allocation of " +
-                                   std::to_string(allocation_size) + " bytes");
-}
+}  // namespace detail
 
-void IpcMemDescriptor::fail_export(Result<IpcMemDescriptor>& exported, Error error, CUdeviceptr base) {
-    int capable = 1;
-    if (call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&capable),
-                    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, base)
-            .has_value() &&
-        (capable & 0xff) == 0)
-        error.message += " (this is not cuMemAlloc memory: VMM, managed, pool and host memory have no legacy IPC "
-                         "handle; share VMM memory with shareable handles)";
-    exported = std::move(error);
+Result<IpcMemDescriptor> export_ipc_memory(CUdeviceptr address, std::size_t bytes) {
+    if (address == 0) return Error::invalid_argument("export_ipc_memory: address is null");
+    if (bytes == 0) return Error::invalid_argument("export_ipc_memory: bytes must be non-zero");
+    CUdeviceptr base = 0;
+    std::size_t allocation_size = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAddressRange_v3020, &base, &allocation_size, address));
+    const std::uint64_t offset = address - base;
+    if (bytes > allocation_size - offset)
+        return Error::invalid_argument("export_ipc_memory: offset " + std::to_string(offset) + " + " +
+                                       std::to_string(bytes) + " bytes runs past the allocation of " +
+                                       std::to_string(allocation_size) + " bytes");
+    return detail::IpcMemExport::make(base, allocation_size, offset, bytes);
 }
 
 bool IpcMemDescriptor::exported_by_this_process() const noexcept {

@@ -16,17 +16,17 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
     if (range.empty()) return Error::invalid_argument("MappedRange::map: the range is empty (moved from or freed)");
     if (memory.empty())
         return Error::invalid_argument("MappedRange::map: the memory is empty (moved from or released)");
-    const std::size_t bytes = memory.size();
+    const std::size_t bytes = memory.size_bytes();
     const std::size_t granularity = memory.granularity();
-    if (offset > range.size() || bytes > range.size() - offset)
+    if (offset > range.size_bytes() || bytes > range.size_bytes() - offset)
         return Error::invalid_argument("MappedRange::map: " + std::to_string(bytes) + " bytes at offset " +
                                        std::to_string(offset) + " do not fit in the range of " +
-                                       std::to_string(range.size()) + " bytes");
+                                       std::to_string(range.size_bytes()) + " bytes");
     if (offset % granularity != 0)
         return Error::invalid_argument("MappedRange::map: offset " + std::to_string(offset) +
                                        " is not a multiple of the memory's granularity " +
                                        std::to_string(granularity));
-    const CUdeviceptr address = range.address() + offset;
+    const CUdeviceptr address = range.device_address() + offset;
     if (address % granularity != 0)
         return Error::invalid_argument("MappedRange::map: the range address is not aligned to the memory's "
                                        "granularity " + std::to_string(granularity) +

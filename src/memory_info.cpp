@@ -75,9 +75,9 @@ Result<PointerAttributes> pointer_attributes(CUdeviceptr address) {
     attributes.device_ordinal = device_ordinal;
     attributes.is_managed = is_managed != 0;
     attributes.range_base = range_base;
-    attributes.range_size = range_size;
-    attributes.device_pointer = device_pointer;
-    attributes.host_pointer = host_pointer;
+    attributes.range_size_bytes = range_size;
+    attributes.device_address = device_pointer;
+    attributes.host_address = host_pointer;
     attributes.context = context;
     return attributes;
 }

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "cudyn/location.hpp"
-#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/managed_range.hpp"
 #include "cudyn/result.hpp"
 
 #include <cuda.h>
@@ -41,7 +41,7 @@ Result<void> require_host_mapping(const char* entry, const char* what);
 // cuMemHostGetDevicePointer_v2 with flags 0 (the only value it takes).
 Result<CUdeviceptr> mapped_device_pointer(void* host);
 
-// --- advice and prefetch (managed_memory_hints.cpp) ---------------------------
+// --- advice and prefetch (managed_range.cpp) ---------------------------
 
 // A location checked and translated for the ABI this driver serves: the
 // CUmemLocation (_v2) entries where resolved, else the v1 CUdevice form (host

@@ -26,7 +26,7 @@ std::string MigrationPolicy::describe() const {
     return "unknown policy";
 }
 
-Result<void> MigrationPolicy::apply_to(const ManagedMemoryHints& range) const {
+Result<void> MigrationPolicy::apply_to(const ManagedRange& range) const {
     const CUmem_advise read_mostly =
         kind_ == Kind::ReadMostly ? CU_MEM_ADVISE_SET_READ_MOSTLY : CU_MEM_ADVISE_UNSET_READ_MOSTLY;
     const std::optional<Location> preferred = preferred_location();

@@ -72,10 +72,10 @@ Result<CUdeviceptr> open_handle(const IpcMemHandle& handle) {
 
 }  // namespace
 
-Result<OpenedMem> OpenedMem::open(const IpcMemDescriptor& descriptor) {
+Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor) {
     if (descriptor.exported_by_this_process())
         return Error::invalid_argument(
-            "OpenedMem::open: the descriptor was exported by this process; CUDA does not let a process open its "
+            "open_ipc_memory: the descriptor was exported by this process; CUDA does not let a process open its "
             "own IPC handle (use the memory directly)");
     auto owner = detail::OwnerContext::current();
     if (!owner) return owner.error();
@@ -83,14 +83,14 @@ Result<OpenedMem> OpenedMem::open(const IpcMemDescriptor& descriptor) {
     const OpenRecord::Key key{context, descriptor.handle().to_bytes()};
     if (context != nullptr && !open_record().claim(key))
         return Error::invalid_argument(
-            "OpenedMem::open: this handle is already open in the current context (CUDA allows one open per "
+            "open_ipc_memory: this handle is already open in the current context (CUDA allows one open per "
             "context per handle; share the first OpenedMem)");
     auto base = open_handle(descriptor.handle());
     if (!base) {
         if (context != nullptr) open_record().release(key);
         return std::move(base).error();
     }
-    OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset()), static_cast<std::size_t>(descriptor.size()),
+    OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset_bytes()), static_cast<std::size_t>(descriptor.size_bytes()),
                      std::move(*owner), descriptor.handle());
     // The descriptor's sizes are the exporter's word: check them against what
     // was mapped. A check that cannot be made fails the open (closed again):
@@ -100,17 +100,17 @@ Result<OpenedMem> OpenedMem::open(const IpcMemDescriptor& descriptor) {
     if (auto range = call_driver(&DriverTable::cuMemGetAddressRange_v3020, &range_base, &range_size, *base); !range) {
         (void)opened.close();
         Error error = std::move(range).error();
-        error.message += " (OpenedMem::open could not check the descriptor's size against the opened allocation)";
+        error.message += " (open_ipc_memory could not check the descriptor's size against the opened allocation)";
         return error;
     }
     // Bytes of the allocation from the opened base on (the base is the
     // allocation's start; anything else leaves less).
     const std::uint64_t into = *base >= range_base ? *base - range_base : range_size;
     const std::uint64_t available = into <= range_size ? range_size - into : 0;
-    if (descriptor.offset() > available || descriptor.size() > available - descriptor.offset()) {
+    if (descriptor.offset_bytes() > available || descriptor.size_bytes() > available - descriptor.offset_bytes()) {
         (void)opened.close();
-        return Error::invalid_argument("OpenedMem::open: the descriptor shares offset " +
-                                       std::to_string(descriptor.offset()) + " + " + std::to_string(descriptor.size()) +
+        return Error::invalid_argument("open_ipc_memory: the descriptor shares offset " +
+                                       std::to_string(descriptor.offset_bytes()) + " + " + std::to_string(descriptor.size_bytes()) +
                                        " bytes, but the opened allocation has " + std::to_string(available));
     }
     return opened;

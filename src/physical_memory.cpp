@@ -62,7 +62,7 @@ PhysicalMemory& PhysicalMemory::operator=(PhysicalMemory&& other) noexcept = def
 PhysicalMemory::~PhysicalMemory() = default;
 
 CUmemGenericAllocationHandle PhysicalMemory::handle() const noexcept { return memory_ ? memory_->handle : 0; }
-std::size_t PhysicalMemory::size() const noexcept { return memory_ ? memory_->size : 0; }
+std::size_t PhysicalMemory::size_bytes() const noexcept { return memory_ ? memory_->size : 0; }
 std::size_t PhysicalMemory::granularity() const noexcept { return memory_ ? memory_->granularity : 0; }
 const AllocationProperties* PhysicalMemory::properties() const noexcept {
     return memory_ ? &memory_->properties : nullptr;

@@ -33,9 +33,9 @@ bool batch_usable(StreamRef stream, const std::vector<detail::PreparedLocation>&
 
 }  // namespace
 
-Result<void> PrefetchPlan::add(const ManagedMemoryHints& range, const Location& location) {
+Result<void> PrefetchPlan::add(const ManagedRange& range, const Location& location) {
     CUDYN_TRY(location.validate("PrefetchPlan::add: location"));
-    entries_.push_back(Entry{range.base(), range.bytes(), location});
+    entries_.push_back(Entry{range.device_address(), range.size_bytes(), location});
     return ok();
 }
 

@@ -52,7 +52,7 @@ Result<void> check_exportable(const PhysicalMemory& memory, HandleType type, con
 
 ShareableMemoryInfo info_of(const PhysicalMemory& memory, HandleType type) {
     ShareableMemoryInfo info;
-    info.size = memory.size();
+    info.size_bytes = memory.size_bytes();
     info.granularity = memory.granularity();
     info.handle_type = type;
     return info;
@@ -89,7 +89,7 @@ struct ShareableAccess {
         auto memory = std::make_shared<PhysicalHandle>(AllocationProperties(Location::host()));
         memory->handle = handle;
         memory->created = true;
-        memory->size = static_cast<std::size_t>(info.size);
+        memory->size = static_cast<std::size_t>(info.size_bytes);
         CUmemAllocationProp prop{};
         CUDYN_TRY(call_driver(&DriverTable::cuMemGetAllocationPropertiesFromHandle_v10020, &prop, handle));
         auto location = location_from(prop.location);
@@ -105,8 +105,8 @@ struct ShareableAccess {
             granularity.error().driver_result != CUDA_ERROR_INVALID_VALUE)
             return std::move(granularity).error();
         memory->granularity = granularity ? *granularity : static_cast<std::size_t>(info.granularity);
-        if (info.size % memory->granularity != 0)
-            return Error::invalid_argument(std::string(operation) + ": size " + std::to_string(info.size) +
+        if (info.size_bytes % memory->granularity != 0)
+            return Error::invalid_argument(std::string(operation) + ": size " + std::to_string(info.size_bytes) +
                                            " is not a multiple of this process's granularity " +
                                            std::to_string(memory->granularity) + " for " +
                                            memory->properties.describe());
@@ -120,10 +120,10 @@ struct ShareableAccess {
 
 Result<void> ShareableMemoryInfo::validate() const {
     const auto type = static_cast<unsigned>(handle_type);
-    if (size == 0) return Error::invalid_argument("ShareableMemoryInfo: size is 0");
+    if (size_bytes == 0) return Error::invalid_argument("ShareableMemoryInfo: size is 0");
     if (granularity == 0) return Error::invalid_argument("ShareableMemoryInfo: granularity is 0");
-    if (size % granularity != 0)
-        return Error::invalid_argument("ShareableMemoryInfo: size " + std::to_string(size) +
+    if (size_bytes % granularity != 0)
+        return Error::invalid_argument("ShareableMemoryInfo: size " + std::to_string(size_bytes) +
                                        " is not a multiple of the granularity " + std::to_string(granularity));
     if (type == 0 || (type & (type - 1)) != 0 || (type & ~kKnownTypes) != 0)
         return Error::invalid_argument("ShareableMemoryInfo: handle type " + to_string(handle_type) +
@@ -135,7 +135,7 @@ ShareableMemoryInfo::Bytes ShareableMemoryInfo::to_bytes() const noexcept {
     Bytes bytes{};
     detail::WireWriter out(bytes.data());
     out.header(kInfoMagic, kSerializedSize);
-    out.u64(size);
+    out.u64(size_bytes);
     out.u64(granularity);
     out.u32(static_cast<std::uint32_t>(handle_type));
     out.u32(0);
@@ -146,7 +146,7 @@ Result<ShareableMemoryInfo> ShareableMemoryInfo::from_bytes(const void* data, st
     detail::WireReader in(data, size);
     CUDYN_TRY(in.check(kInfoMagic, kSerializedSize, "ShareableMemoryInfo"));
     ShareableMemoryInfo info;
-    info.size = in.u64();
+    info.size_bytes = in.u64();
     info.granularity = in.u64();
     info.handle_type = static_cast<HandleType>(in.u32());
     CUDYN_TRY(info.validate());
@@ -184,10 +184,10 @@ Result<PhysicalMemory> import_posix_fd(ExportedFd exported) {
                                                  std::to_string(exported.fd.get()) + " is not usable");
     // A regular file (what a CPU emulation exports) must hold the whole allocation;
     // the driver's own descriptors report no size.
-    if (S_ISREG(info.st_mode) && info.st_size > 0 && static_cast<std::uint64_t>(info.st_size) < exported.info.size)
+    if (S_ISREG(info.st_mode) && info.st_size > 0 && static_cast<std::uint64_t>(info.st_size) < exported.info.size_bytes)
         return Error::invalid_argument(std::string(kOperation) + ": the descriptor's file has " +
                                        std::to_string(info.st_size) + " bytes, the metadata says " +
-                                       std::to_string(exported.info.size));
+                                       std::to_string(exported.info.size_bytes));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemImportFromShareableHandle_v10020));
     CUmemGenericAllocationHandle handle = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemImportFromShareableHandle_v10020, &handle,
@@ -219,7 +219,7 @@ FabricDescriptor::Bytes FabricDescriptor::to_bytes() const noexcept {
     Bytes bytes{};
     detail::WireWriter out(bytes.data());
     out.header(kFabricMagic, kSerializedSize);
-    out.u64(info_.size);
+    out.u64(info_.size_bytes);
     out.u64(info_.granularity);
     out.bytes(handle_.to_bytes().data(), FabricHandle::kSize);
     return bytes;
@@ -229,7 +229,7 @@ Result<FabricDescriptor> FabricDescriptor::from_bytes(const void* data, std::siz
     detail::WireReader in(data, size);
     CUDYN_TRY(in.check(kFabricMagic, kSerializedSize, "FabricDescriptor"));
     FabricDescriptor descriptor;
-    descriptor.info_.size = in.u64();
+    descriptor.info_.size_bytes = in.u64();
     descriptor.info_.granularity = in.u64();
     descriptor.info_.handle_type = HandleType::Fabric;
     FabricHandle::Bytes handle{};

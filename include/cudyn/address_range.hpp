@@ -42,8 +42,8 @@ public:
     // left in it, else when the last one is unmapped. Silent.
     ~AddressRange();
 
-    CUdeviceptr address() const noexcept;
-    std::size_t size() const noexcept;
+    CUdeviceptr device_address() const noexcept;
+    std::size_t size_bytes() const noexcept;
     bool empty() const noexcept { return reservation_ == nullptr; }
     // Live MappedRanges in this range.
     std::size_t mapping_count() const noexcept;

@@ -1,13 +1,13 @@
 // cudyn — DeviceSpan<T>: a typed view of memory the device addresses, with
 // the copies and fills every kind of GPU memory shares. A DeviceBuffer, the
-// device side of a MappedBuffer, a UnifiedBuffer, a GrowableBuffer, a
+// device side of a MappedBuffer, a ManagedBuffer, a GrowableBuffer, a
 // MappedRange, an OpenedMem from another process: each gives its span, and
 // the span moves bytes in and out of it without a raw driver call.
 //
-//     auto buffer = cudyn::UnifiedBuffer<std::uint32_t>::allocate(n);
-//     CUDYN_TRY(buffer->device_span().fill_async(0xC0FFEEu, stream));
-//     auto opened = cudyn::OpenedMem::open(descriptor);
-//     auto words = opened->device_span<std::uint32_t>();       // Result: checked size and alignment
+//     auto buffer = cudyn::ManagedBuffer<std::uint32_t>::allocate(n);
+//     CUDYN_TRY(buffer->device_span().fill(0xC0FFEEu, stream));
+//     auto opened = cudyn::open_ipc_memory(descriptor);
+//     auto words = opened->device_span_as<std::uint32_t>();       // Result: checked size and alignment
 //     CUDYN_TRY(words->copy_to(host_vector));
 //
 // A span never owns: the memory must outlive it, and a span of a buffer that
@@ -21,11 +21,15 @@
 // D32, and their Async forms), which take any address the device reaches under
 // unified addressing: device, managed, mapped host and VMM-mapped memory alike.
 //
-// The forms without a stream are synchronous: they return once the device has
-// done the work (the driver's memsets and device-to-device copies return
-// before that, so cudyn waits for the legacy default stream after them), and
-// are therefore ordered before anything enqueued next, on any stream. The
-// _async forms enqueue on `stream` and return.
+// Every transfer takes an optional stream as its last argument. Without one it
+// is synchronous: it returns once the device has done the work (the driver's
+// memsets and device-to-device copies return before that, so cudyn waits for
+// the legacy default stream after them), and is therefore ordered before
+// anything enqueued next, on any stream. With a stream it is enqueued there
+// and returns.
+//
+// DeviceSpan<const T> is the read-only view (a source); a DeviceSpan<T>
+// converts to it. Writes into a const span do not compile.
 #pragma once
 
 #include "cudyn/host_span.hpp"
@@ -94,16 +98,27 @@ Result<void> fill_device(const char* operation, DeviceExtent destination, const 
 template <typename T>
 class DeviceSpan {
     static_assert(std::is_trivially_copyable_v<T>, "device spans hold trivially copyable elements (copied as bytes)");
-    static_assert(!std::is_const_v<T> && !std::is_volatile_v<T>, "device span elements are not cv-qualified");
+    static_assert(!std::is_volatile_v<T>, "device span elements are not volatile");
+    using Mutable = std::remove_const_t<T>;
+    // Writes (copies into the span, sets, fills) need writable elements.
+    template <typename U>
+    using IfWritable = std::enable_if_t<!std::is_const_v<U>, int>;
+    template <typename U>
+    using IfFillable = std::enable_if_t<!std::is_const_v<U> && (sizeof(U) == 1 || sizeof(U) == 4), int>;
 
 public:
     using element_type = T;
+    using value_type = Mutable;
 
     constexpr DeviceSpan() noexcept = default;  // empty
     // `count` elements at `address`, taken as given (like a pointer and a
     // length); an address of 0 or a count of 0 is the empty span.
     constexpr DeviceSpan(CUdeviceptr address, std::size_t count) noexcept
         : address_(count == 0 ? 0 : address), count_(address == 0 ? 0 : count) {}
+    // A span of T is also a read-only span of const T (as std::span converts).
+    template <typename U, typename = std::enable_if_t<std::is_const_v<T> && std::is_same_v<U, Mutable>>>
+    constexpr DeviceSpan(const DeviceSpan<U>& writable) noexcept
+        : address_(writable.device_address()), count_(writable.size()) {}
     // Raw bytes seen as elements: InvalidArgument unless `bytes` is a whole
     // number of T and `address` is aligned for T. No bytes is the empty span.
     static Result<DeviceSpan> from_bytes(CUdeviceptr address, std::size_t bytes) {
@@ -111,62 +126,75 @@ public:
         return DeviceSpan(address, bytes / sizeof(T));
     }
 
-    constexpr CUdeviceptr data() const noexcept { return address_; }
+    // Where the device sees the first element (0 when empty), for kernels and
+    // raw driver calls.
+    constexpr CUdeviceptr device_address() const noexcept { return address_; }
     constexpr std::size_t size() const noexcept { return count_; }
     constexpr std::size_t size_bytes() const noexcept { return count_ * sizeof(T); }
     constexpr bool empty() const noexcept { return count_ == 0; }
-    // Elements [first, first + count): InvalidArgument when out of range or empty.
+    // Elements [first, first + count), which may be empty; InvalidArgument
+    // when they run past the end. Checked (a Result), unlike std::span's
+    // precondition: a view past the end would let a copy write into memory
+    // of another allocation.
     Result<DeviceSpan> subspan(std::size_t first, std::size_t count) const {
         CUDYN_TRY(detail::check_subspan(first, count, count_));
         return DeviceSpan(address_ + first * sizeof(T), count);
     }
 
     // Host -> device: the whole of `source` to the first source.size() elements.
-    Result<void> copy_from(HostSpan<const T> source) const {
+    template <typename U = T, IfWritable<U> = 0>
+    Result<void> copy_from(HostSpan<const Mutable> source) const {
         return detail::copy_host_to_device("DeviceSpan::copy_from", extent(), 0, source.data(), source.size(),
                                            nullptr);
     }
-    Result<void> copy_from_async(HostSpan<const T> source, StreamRef stream) const {
-        return detail::copy_host_to_device("DeviceSpan::copy_from_async", extent(), 0, source.data(), source.size(),
+    template <typename U = T, IfWritable<U> = 0>
+    Result<void> copy_from(HostSpan<const Mutable> source, StreamRef stream) const {
+        return detail::copy_host_to_device("DeviceSpan::copy_from", extent(), 0, source.data(), source.size(),
                                            &stream);
     }
     // Device -> host: the first destination.size() elements into the span.
-    Result<void> copy_to(HostSpan<T> destination) const {
+    Result<void> copy_to(HostSpan<Mutable> destination) const {
         return detail::copy_device_to_host("DeviceSpan::copy_to", destination.data(), destination.size(), extent(),
                                            0, nullptr);
     }
-    Result<void> copy_to_async(HostSpan<T> destination, StreamRef stream) const {
-        return detail::copy_device_to_host("DeviceSpan::copy_to_async", destination.data(), destination.size(),
-                                           extent(), 0, &stream);
+    Result<void> copy_to(HostSpan<Mutable> destination, StreamRef stream) const {
+        return detail::copy_device_to_host("DeviceSpan::copy_to", destination.data(), destination.size(), extent(),
+                                           0, &stream);
     }
     // Device -> device: all of `source` to the start of this span (it must fit
     // and the two must not overlap).
-    Result<void> copy_from(const DeviceSpan& source) const {
+    template <typename U = T, IfWritable<U> = 0>
+    Result<void> copy_from(DeviceSpan<const Mutable> source) const {
         return detail::copy_device_to_device("DeviceSpan::copy_from", extent(), source.extent(), nullptr);
     }
-    Result<void> copy_from_async(const DeviceSpan& source, StreamRef stream) const {
-        return detail::copy_device_to_device("DeviceSpan::copy_from_async", extent(), source.extent(), &stream);
+    template <typename U = T, IfWritable<U> = 0>
+    Result<void> copy_from(DeviceSpan<const Mutable> source, StreamRef stream) const {
+        return detail::copy_device_to_device("DeviceSpan::copy_from", extent(), source.extent(), &stream);
     }
 
     // Every byte set to `value` (cuMemsetD8).
+    template <typename U = T, IfWritable<U> = 0>
     Result<void> set_bytes(std::uint8_t value) const {
         return detail::set_device_bytes("DeviceSpan::set_bytes", extent(), value, nullptr);
     }
-    Result<void> set_bytes_async(std::uint8_t value, StreamRef stream) const {
-        return detail::set_device_bytes("DeviceSpan::set_bytes_async", extent(), value, &stream);
+    template <typename U = T, IfWritable<U> = 0>
+    Result<void> set_bytes(std::uint8_t value, StreamRef stream) const {
+        return detail::set_device_bytes("DeviceSpan::set_bytes", extent(), value, &stream);
     }
     // Every element set to `value`, for 1- and 4-byte elements (cuMemsetD8 /
     // cuMemsetD32; the table has no 2-byte set).
-    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
-    Result<void> fill(const T& value) const {
+    template <typename U = T, IfFillable<U> = 0>
+    Result<void> fill(const Mutable& value) const {
         return detail::fill_device("DeviceSpan::fill", extent(), value, nullptr);
     }
-    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
-    Result<void> fill_async(const T& value, StreamRef stream) const {
-        return detail::fill_device("DeviceSpan::fill_async", extent(), value, &stream);
+    template <typename U = T, IfFillable<U> = 0>
+    Result<void> fill(const Mutable& value, StreamRef stream) const {
+        return detail::fill_device("DeviceSpan::fill", extent(), value, &stream);
     }
 
 private:
+    template <typename>
+    friend class DeviceSpan;
     detail::DeviceExtent extent() const noexcept { return {address_, count_, sizeof(T)}; }
 
     CUdeviceptr address_ = 0;

@@ -5,7 +5,7 @@
 // arena wants, and what alloc + copy + free cannot give).
 //
 //     auto buffer = cudyn::GrowableBuffer::create(cudyn::AllocationProperties::device(0), 64ull << 30);
-//     buffer->grow_to(1 << 30);       // maps 1 GiB at buffer->address()
+//     buffer->grow_to(1 << 30);       // maps 1 GiB at buffer->device_address()
 //     buffer->release_physical(cudyn::GrowableBuffer::Contents::Save);  // "sleep": memory back to the driver
 //     buffer->restore();               // "wake": same addresses, same bytes
 //
@@ -45,7 +45,7 @@ namespace cudyn {
 struct GrowableBufferOptions {
     // Bytes mapped or unmapped at a time: a multiple of the minimum
     // granularity. 0: the recommended granularity of the properties.
-    std::size_t chunk_size = 0;
+    std::size_t chunk_size_bytes = 0;
     // Who may access the memory; applied to every chunk as it is mapped.
     // Empty: read-write for the device the memory lives on (host locations
     // must name their grants).
@@ -93,20 +93,24 @@ public:
     // ok() when not released.
     Result<void> restore();
 
-    CUdeviceptr address() const noexcept { return range_.address(); }
+    CUdeviceptr device_address() const noexcept { return range_.device_address(); }
     // The mapped bytes [address(), address() + size()) as elements, checked
     // (DeviceSpan::from_bytes); empty while nothing is mapped or released.
     // Growing keeps the span's bytes where they are; shrinking or releasing
     // unmaps them, so take a new span after either.
     template <typename T>
-    Result<DeviceSpan<T>> device_span() const {
-        return DeviceSpan<T>::from_bytes(address(), released_ ? 0 : size());
+    Result<DeviceSpan<T>> device_span_as() const {
+        return DeviceSpan<T>::from_bytes(device_address(), released_ ? 0 : size_bytes());
+    }
+    // The same bytes, unchecked: every byte view is valid.
+    DeviceSpan<std::byte> device_span() const noexcept {
+        return DeviceSpan<std::byte>(device_address(), released_ ? 0 : size_bytes());
     }
     // Bytes mapped: a multiple of chunk_size(). While released, the size
     // restore() will bring back.
-    std::size_t size() const noexcept;
-    std::size_t capacity() const noexcept { return range_.size(); }
-    std::size_t chunk_size() const noexcept { return chunk_size_; }
+    std::size_t size_bytes() const noexcept;
+    std::size_t capacity_bytes() const noexcept { return range_.size_bytes(); }
+    std::size_t chunk_size_bytes() const noexcept { return chunk_size_; }
     std::size_t chunk_count() const noexcept;  // mapped chunks
     bool released() const noexcept { return released_; }
     bool holds_saved_contents() const noexcept { return !saved_.empty(); }

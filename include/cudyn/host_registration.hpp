@@ -19,7 +19,7 @@ namespace cudyn {
 // cuMemHostRegister flags, all off by default.
 struct HostRegisterFlags {
     bool portable = false;       // registered for every context
-    bool device_mapped = false;  // mapped into the device address space: device_pointer() is set
+    bool device_mapped = false;  // mapped into the device address space: device_address() is set
     bool io_memory = false;      // the range is I/O memory (e.g. a mapped PCIe BAR)
     bool read_only = false;      // the device only reads it (needs READ_ONLY_HOST_REGISTER_SUPPORTED)
 
@@ -41,6 +41,13 @@ public:
     static Result<HostRegistration> register_memory(void* data, std::size_t bytes, HostRegisterFlags flags = {});
     // The span's bytes; InvalidArgument when its element count times the
     // element size overflows size_t (a hand-made span can claim that much).
+    // The elements of a container (std::vector, std::array, an array, ...),
+    // deducing T.
+    template <typename Container, typename T = std::remove_pointer_t<decltype(std::data(std::declval<Container&>()))>,
+              typename = std::enable_if_t<!std::is_same_v<std::remove_cv_t<Container>, HostSpan<T>>>>
+    static Result<HostRegistration> register_span(Container& container, HostRegisterFlags flags = {}) {
+        return register_span(HostSpan<T>(container), flags);
+    }
     template <typename T>
     static Result<HostRegistration> register_span(HostSpan<T> span, HostRegisterFlags flags = {}) {
         static_assert(!std::is_const_v<T>, "register a span of writable elements");
@@ -51,18 +58,22 @@ public:
 
     HostRegistration() noexcept = default;  // empty
 
-    void* host_pointer() const noexcept { return reinterpret_cast<void*>(memory_.address()); }
+    void* host_address() const noexcept { return reinterpret_cast<void*>(memory_.address()); }
     // Where kernels reach the memory when registered device_mapped, else 0.
-    // It differs from host_pointer() unless the device reports
+    // It differs from host_address() unless the device reports
     // CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: pass this one to the device.
-    CUdeviceptr device_pointer() const noexcept { return memory_.device_address(); }
-    // The registered bytes as elements at device_pointer(), checked
+    CUdeviceptr device_address() const noexcept { return memory_.device_address(); }
+    // The registered bytes as elements at device_address(), checked
     // (DeviceSpan::from_bytes); empty unless registered device_mapped.
     template <typename T>
-    Result<DeviceSpan<T>> device_span() const {
-        return DeviceSpan<T>::from_bytes(device_pointer(), device_pointer() == 0 ? 0 : bytes());
+    Result<DeviceSpan<T>> device_span_as() const {
+        return DeviceSpan<T>::from_bytes(device_address(), device_address() == 0 ? 0 : size_bytes());
     }
-    std::size_t bytes() const noexcept { return memory_.bytes(); }
+    // The same bytes, unchecked: every byte view is valid.
+    DeviceSpan<std::byte> device_span() const noexcept {
+        return DeviceSpan<std::byte>(device_address(), device_address() == 0 ? 0 : size_bytes());
+    }
+    std::size_t size_bytes() const noexcept { return memory_.bytes(); }
     bool empty() const noexcept { return memory_.empty(); }
     HostRegisterFlags flags() const noexcept { return flags_; }
 

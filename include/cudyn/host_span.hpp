@@ -45,4 +45,13 @@ private:
     std::size_t count_ = 0;
 };
 
+// HostSpan(vector) deduces the element type, as std::span does (const for a
+// const container).
+template <typename T, std::size_t N>
+HostSpan(T (&)[N]) -> HostSpan<T>;
+template <typename Container>
+HostSpan(Container&) -> HostSpan<std::remove_pointer_t<decltype(std::data(std::declval<Container&>()))>>;
+template <typename Container>
+HostSpan(const Container&) -> HostSpan<std::remove_pointer_t<decltype(std::data(std::declval<const Container&>()))>>;
+
 }  // namespace cudyn

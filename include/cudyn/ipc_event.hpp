@@ -2,11 +2,11 @@
 // consumer waits for a producer's work without polling memory.
 //
 //     // producer                                  // consumer
-//     auto done = InterprocessEvent::create();      auto done = InterprocessEvent::open(descriptor);
-//     send(done->export_handle()->to_bytes());      ...
-//     write_async(stream); done->record(stream);    // told "recorded" (after the record call)
-//     send("recorded");                             done->wait(stream);   // stream waits on the GPU
-//                                                   read_async(stream);
+//     auto done = InterprocessEvent::create();         auto done = cudyn::open_ipc_event(descriptor);
+//     send(export_ipc_event(*done)->to_bytes());       ...
+//     write(stream); done->record(stream);             // told "recorded" (after the record call)
+//     send("recorded");                                done->wait(stream);   // stream waits on the GPU
+//                                                      read(stream);
 //
 // Events are created with CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING,
 // the only flags CUDA shares. A wait refers to the producer's last record at
@@ -30,6 +30,8 @@
 namespace cudyn {
 
 // An event handle with the exporter's identity: 96 bytes on the wire.
+class InterprocessEvent;
+
 class IpcEventDescriptor {
 public:
     static constexpr std::size_t kSerializedSize = 96;
@@ -44,7 +46,7 @@ public:
     bool exported_by_this_process() const noexcept;
 
 private:
-    friend class InterprocessEvent;
+    friend Result<IpcEventDescriptor> export_ipc_event(const InterprocessEvent& event);
     IpcEventDescriptor() = default;
     IpcEventHandle handle_;
     std::uint64_t exporter_pid_ = 0;
@@ -55,10 +57,6 @@ class InterprocessEvent {
 public:
     // A new interprocess event in the current context.
     static Result<InterprocessEvent> create();
-    // Another process's event (cuIpcOpenEventHandle) in the current context.
-    // InvalidArgument, before any driver call, for a descriptor this process
-    // exported.
-    static Result<InterprocessEvent> open(const IpcEventDescriptor& descriptor);
 
     InterprocessEvent() noexcept = default;  // empty
     InterprocessEvent(InterprocessEvent&& other) noexcept;
@@ -66,10 +64,6 @@ public:
     InterprocessEvent(const InterprocessEvent&) = delete;
     InterprocessEvent& operator=(const InterprocessEvent&) = delete;
     ~InterprocessEvent();  // cuEventDestroy, silently
-
-    // cuIpcGetEventHandle. InvalidArgument for an opened (not created) event:
-    // pass on the descriptor it was opened from instead.
-    Result<IpcEventDescriptor> export_handle() const;
 
     // cuEventRecord: the event completes when the work queued on `stream` so far does.
     Result<void> record(StreamRef stream);
@@ -83,13 +77,15 @@ public:
 
     CUevent handle() const noexcept { return event_; }
     bool empty() const noexcept { return event_ == nullptr; }
-    bool opened() const noexcept { return opened_; }  // from open(), not create()
+    bool opened() const noexcept { return opened_; }  // from open_ipc_event(), not create()
 
     // Destroys now and reports the driver's answer; empty afterwards, or,
     // when the driver refused, unchanged (destroy() may be retried).
     Result<void> destroy();
 
 private:
+    friend Result<InterprocessEvent> open_ipc_event(const IpcEventDescriptor& descriptor);
+    friend Result<IpcEventDescriptor> export_ipc_event(const InterprocessEvent& event);
     InterprocessEvent(CUevent event, bool opened, detail::OwnerContext context) noexcept
         : event_(event), opened_(opened), context_(std::move(context)) {}
     Result<void> require(const char* operation) const;
@@ -98,5 +94,13 @@ private:
     bool opened_ = false;
     detail::OwnerContext context_;  // the context it was created or opened in; destroyed there
 };
+
+// cuIpcGetEventHandle. InvalidArgument for an opened (not created) event:
+// pass on the descriptor it was opened from instead.
+Result<IpcEventDescriptor> export_ipc_event(const InterprocessEvent& event);
+// Another process's event (cuIpcOpenEventHandle) in the current context.
+// InvalidArgument, before any driver call, for a descriptor this process
+// exported.
+Result<InterprocessEvent> open_ipc_event(const IpcEventDescriptor& descriptor);
 
 }  // namespace cudyn

@@ -1,6 +1,6 @@
 // cudyn — MappedBuffer<T>: zero-copy host memory. The host reads and writes
 // it through data()/span(); kernels read and write the same bytes over the
-// bus through device_pointer(), with no copy in between.
+// bus through device_address(), with no copy in between.
 //
 // cuMemHostAlloc(DEVICEMAP) + cuMemHostGetDevicePointer_v2 (flags 0). The
 // device pointer is for the current context's device. NotSupported where that
@@ -43,9 +43,9 @@ public:
 
     // Where kernels reach the buffer (0 when empty). It may differ from the
     // host address, so always pass this one to the device.
-    CUdeviceptr device_pointer() const noexcept { return this->memory_.device_address(); }
+    CUdeviceptr device_address() const noexcept { return this->memory_.device_address(); }
     // The device's side as a DeviceSpan, for device-side copies and fills.
-    DeviceSpan<T> device_span() const noexcept { return DeviceSpan<T>(device_pointer(), this->size()); }
+    DeviceSpan<T> device_span() const noexcept { return DeviceSpan<T>(device_address(), this->size()); }
 
 private:
     using PinnedBuffer<T>::PinnedBuffer;

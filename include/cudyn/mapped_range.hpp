@@ -70,15 +70,19 @@ public:
     // What cuMemGetAccess reports for `location`.
     Result<AccessFlags> access(Location location) const;
 
-    CUdeviceptr address() const noexcept { return mapped_ ? address_ : 0; }
-    std::size_t size() const noexcept { return size_; }
+    CUdeviceptr device_address() const noexcept { return mapped_ ? address_ : 0; }
+    std::size_t size_bytes() const noexcept { return size_; }
     // The mapping as elements, checked (DeviceSpan::from_bytes). Copies and
     // fills need access set for the device of the current context.
     template <typename T>
-    Result<DeviceSpan<T>> device_span() const {
-        return DeviceSpan<T>::from_bytes(address(), mapped_ ? size_ : 0);
+    Result<DeviceSpan<T>> device_span_as() const {
+        return DeviceSpan<T>::from_bytes(device_address(), mapped_ ? size_ : 0);
     }
-    std::size_t offset() const noexcept { return offset_; }  // within the AddressRange
+    // The same bytes, unchecked: every byte view is valid.
+    DeviceSpan<std::byte> device_span() const noexcept {
+        return DeviceSpan<std::byte>(device_address(), mapped_ ? size_ : 0);
+    }
+    std::size_t offset_bytes() const noexcept { return offset_; }  // within the AddressRange
     // No mapping (moved from, unmapped, never mapped).
     bool empty() const noexcept { return !mapped_; }
     // Where the mapped memory lives (the PhysicalMemory's location); null when empty.

@@ -40,9 +40,9 @@ struct PointerAttributes {
     int device_ordinal = -1;        // the device the memory belongs to; -1 when Unknown
     bool is_managed = false;        // cuMemAllocManaged memory
     CUdeviceptr range_base = 0;     // start of the allocation the pointer is in
-    std::size_t range_size = 0;     // and its size
-    CUdeviceptr device_pointer = 0; // where the device sees this address (0: not device-accessible)
-    void* host_pointer = nullptr;   // where the host sees it (null: not host-accessible)
+    std::size_t range_size_bytes = 0;  // and its size
+    CUdeviceptr device_address = 0;    // where the device sees this address (0: not device-accessible)
+    void* host_address = nullptr;      // where the host sees it (null: not host-accessible)
     CUcontext context = nullptr;    // the context the memory was allocated in
 
     bool known() const noexcept { return memory_type != MemoryType::Unknown; }

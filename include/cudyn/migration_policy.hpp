@@ -1,11 +1,11 @@
 // cudyn — MigrationPolicy: where a managed range should live, as one choice
 // applied in one call instead of a sequence of advices to get right.
 //
-//     CUDYN_TRY(cudyn::MigrationPolicy::prefer_host().apply_to(*buffer.hints()));
+//     CUDYN_TRY(cudyn::MigrationPolicy::prefer_host().apply_to(*buffer.managed_range()));
 #pragma once
 
 #include "cudyn/location.hpp"
-#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/managed_range.hpp"
 #include "cudyn/result.hpp"
 
 #include <optional>
@@ -39,7 +39,7 @@ public:
     // Both locations are checked before the first advice, so NotSupported
     // (a NUMA node on a v1-only driver) or InvalidArgument leaves the range
     // untouched.
-    Result<void> apply_to(const ManagedMemoryHints& range) const;
+    Result<void> apply_to(const ManagedRange& range) const;
 
 private:
     MigrationPolicy(Kind kind, int id) noexcept : kind_(kind), id_(id) {}

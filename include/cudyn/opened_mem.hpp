@@ -2,13 +2,13 @@
 // IpcMemDescriptor (cuIpcOpenMemHandle) and closed on destruction
 // (cuIpcCloseMemHandle).
 //
-//     auto opened = cudyn::OpenedMem::open(descriptor);   // needs a current context
-//     kernel_argument = opened->data();                   // the shared part: base + offset
+//     auto opened = cudyn::open_ipc_memory(descriptor);   // needs a current context
+//     kernel_argument = opened->device_address();         // the shared part: base + offset
 //
-// Rules CUDA sets and open() checks before calling the driver:
+// Rules CUDA sets and open_ipc_memory() checks before calling the driver:
 //   * a process never opens a handle it exported (InvalidArgument);
 //   * a descriptor that failed its checks never gets here (from_bytes);
-//   * one open per context per handle: a second open() of the same handle in
+//   * one open per context per handle: a second open of the same handle in
 //     the same context, while the first OpenedMem lives, is InvalidArgument
 //     (drivers answer either CUDA_ERROR_ALREADY_MAPPED or a shared, reference
 //     counted mapping; cudyn gives the same answer on all of them).
@@ -33,11 +33,14 @@
 
 namespace cudyn {
 
+class OpenedMem;
+
+// Opens the memory another process exported, in the current context:
+// cuIpcOpenMemHandle_v2 where the driver has it, else the CUDA 4.1 ABI.
+Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor);
+
 class OpenedMem {
 public:
-    // cuIpcOpenMemHandle_v2 where the driver has it, else the CUDA 4.1 ABI.
-    static Result<OpenedMem> open(const IpcMemDescriptor& descriptor);
-
     OpenedMem() noexcept = default;  // empty
     OpenedMem(OpenedMem&& other) noexcept;
     OpenedMem& operator=(OpenedMem&& other) noexcept;
@@ -46,18 +49,21 @@ public:
     ~OpenedMem();  // closes, silently
 
     // The shared part: where the exporter's [offset, offset + size) is mapped here.
-    CUdeviceptr data() const noexcept { return base_ == 0 ? 0 : base_ + offset_; }
-    CUdeviceptr device_pointer() const noexcept { return data(); }
-    std::size_t size() const noexcept { return size_; }
+    CUdeviceptr device_address() const noexcept { return base_ == 0 ? 0 : base_ + offset_; }
+    std::size_t size_bytes() const noexcept { return size_; }
     // The shared part as elements, checked (DeviceSpan::from_bytes): the
     // exporter's offset and size must suit T.
     template <typename T>
-    Result<DeviceSpan<T>> device_span() const {
-        return DeviceSpan<T>::from_bytes(data(), size_);
+    Result<DeviceSpan<T>> device_span_as() const {
+        return DeviceSpan<T>::from_bytes(device_address(), size_);
+    }
+    // The same bytes, unchecked: every byte view is valid.
+    DeviceSpan<std::byte> device_span() const noexcept {
+        return DeviceSpan<std::byte>(device_address(), size_);
     }
     // The whole opened allocation (what cuIpcCloseMemHandle takes).
-    CUdeviceptr base() const noexcept { return base_; }
-    std::size_t offset() const noexcept { return offset_; }
+    CUdeviceptr base_address() const noexcept { return base_; }
+    std::size_t offset_bytes() const noexcept { return offset_; }
     bool empty() const noexcept { return base_ == 0; }
 
     // Closes now and reports the driver's answer; empty afterwards, or, when
@@ -66,6 +72,7 @@ public:
     Result<void> close();
 
 private:
+    friend Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor);
     OpenedMem(CUdeviceptr base, std::size_t offset, std::size_t size, detail::OwnerContext context,
               const IpcMemHandle& handle) noexcept
         : base_(base), offset_(offset), size_(size), context_(std::move(context)), handle_(handle) {}

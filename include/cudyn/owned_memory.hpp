@@ -2,7 +2,7 @@
 // (move-only, released once, silently in the destructor) and the size checks
 // done before the driver is called.
 //
-// DeviceBuffer, PinnedBuffer, MappedBuffer, UnifiedBuffer and HostRegistration
+// DeviceBuffer, PinnedBuffer, MappedBuffer, ManagedBuffer and HostRegistration
 // are thin layers over this; their differences are which entry allocates and
 // which releases.
 #pragma once
@@ -134,7 +134,7 @@ public:
     using value_type = T;
 
     std::size_t size() const noexcept { return memory_.bytes() / sizeof(T); }
-    std::size_t bytes() const noexcept { return memory_.bytes(); }
+    std::size_t size_bytes() const noexcept { return memory_.bytes(); }
     bool empty() const noexcept { return memory_.empty(); }
     // Gives the memory back now and reports the driver's answer; the buffer is
     // empty afterwards, or, when the driver refused, unchanged (free() may be

@@ -43,7 +43,7 @@ public:
 
     // The driver's handle, for interop (export, cuMemGetAllocationPropertiesFromHandle).
     CUmemGenericAllocationHandle handle() const noexcept;
-    std::size_t size() const noexcept;
+    std::size_t size_bytes() const noexcept;
     // The minimum granularity of its properties: mapping offsets are multiples of it.
     std::size_t granularity() const noexcept;
     // Null when empty.

@@ -11,7 +11,7 @@
 #pragma once
 
 #include "cudyn/location.hpp"
-#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/managed_range.hpp"
 #include "cudyn/result.hpp"
 #include "cudyn/stream_ref.hpp"
 
@@ -27,7 +27,7 @@ public:
     // Records a prefetch of `range` to `location`. A negative location id is
     // InvalidArgument now; the rest (device ordinals, CONCURRENT_MANAGED_ACCESS,
     // NUMA on a v1-only driver) is checked by execute().
-    Result<void> add(const ManagedMemoryHints& range, const Location& location);
+    Result<void> add(const ManagedRange& range, const Location& location);
 
     std::size_t size() const noexcept { return entries_.size(); }
     bool empty() const noexcept { return entries_.empty(); }

@@ -37,7 +37,7 @@ struct ShareableMemoryInfo {
     static constexpr std::size_t kSerializedSize = 40;
     using Bytes = std::array<std::uint8_t, kSerializedSize>;
 
-    std::uint64_t size = 0;         // bytes of the physical allocation
+    std::uint64_t size_bytes = 0;   // of the physical allocation
     std::uint64_t granularity = 0;  // the exporter's minimum granularity for it
     HandleType handle_type = HandleType::None;
 
@@ -64,7 +64,7 @@ inline constexpr std::uint32_t kPosixFdMessageTag = 0x43554644;  // "CUFD"
 Result<ExportedFd> export_posix_fd(const PhysicalMemory& memory);
 // cuMemImportFromShareableHandle, then the properties the driver reports for
 // the handle. The descriptor is checked (open, fstat, not smaller than
-// info.size) and closed when this returns, whatever happened.
+// info.size_bytes) and closed when this returns, whatever happened.
 Result<PhysicalMemory> import_posix_fd(ExportedFd exported);
 
 // The descriptor and its metadata as one FdChannel message (the descriptor

@@ -21,7 +21,7 @@
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -67,14 +67,14 @@ TEST_CASE("the fake runs stream work later, in order; queries say NOT_READY mean
     const Stream stream = make_stream(false);
     {
         const ScopedStreamDelay slow(kSlow);
-        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->data(), 7u, kWords, stream.handle()));
+        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->device_address(), 7u, kWords, stream.handle()));
         // The copy runs after the set: it sees 7s.
-        require_ok(call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, buffer->data() + 2048, buffer->data(),
+        require_ok(call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, buffer->device_address() + 2048, buffer->device_address(),
                                std::size_t{2048}, stream.handle()));
         CUevent event = nullptr;
         require_ok(call_driver(&DriverTable::cuEventCreate_v2000, &event, 0u));
         require_ok(call_driver(&DriverTable::cuEventRecord_v2000, event, stream.handle()));
-        CHECK(peek(buffer->data()) == 1u);  // nothing ran yet
+        CHECK(peek(buffer->device_address()) == 1u);  // nothing ran yet
         CHECK(stream_query(stream.handle()) == CUDA_ERROR_NOT_READY);
         CHECK(cudyn::driver().cuEventQuery_v2000(event) == CUDA_ERROR_NOT_READY);
         CHECK(take(stream.query()) == false);
@@ -82,7 +82,7 @@ TEST_CASE("the fake runs stream work later, in order; queries say NOT_READY mean
         require_ok(call_driver(&DriverTable::cuEventSynchronize_v2000, event));
         CHECK(cudyn::driver().cuEventQuery_v2000(event) == CUDA_SUCCESS);
         CHECK(stream_query(stream.handle()) == CUDA_SUCCESS);
-        CHECK(all_words(buffer->data(), kWords, 7u));
+        CHECK(all_words(buffer->device_address(), kWords, 7u));
         require_ok(call_driver(&DriverTable::cuEventDestroy_v4000, event));
     }
     CHECK(take(stream.query()) == true);
@@ -97,31 +97,31 @@ TEST_CASE("no-stream entries return when the real driver returns them", "[emulat
     const ScopedStreamDelay slow(kSlow);
 
     // A memset of device memory and a device-to-device copy return at once.
-    require_ok(call_driver(&DriverTable::cuMemsetD32_v3020, buffer->data(), 5u, kWords / 2));
-    CHECK(peek(buffer->data()) == 1u);
+    require_ok(call_driver(&DriverTable::cuMemsetD32_v3020, buffer->device_address(), 5u, kWords / 2));
+    CHECK(peek(buffer->device_address()) == 1u);
     CHECK(stream_query(CU_STREAM_LEGACY) == CUDA_ERROR_NOT_READY);
-    require_ok(call_driver(&DriverTable::cuMemcpyDtoD_v3020, buffer->data() + 2048, buffer->data(), std::size_t{2048}));
-    CHECK(peek(buffer->data() + 2048) == 1u);
+    require_ok(call_driver(&DriverTable::cuMemcpyDtoD_v3020, buffer->device_address() + 2048, buffer->device_address(), std::size_t{2048}));
+    CHECK(peek(buffer->device_address() + 2048) == 1u);
     // A copy to the host returns done, after the work before it on the stream.
     std::vector<std::uint32_t> host(kWords);
-    require_ok(call_driver(&DriverTable::cuMemcpyDtoH_v3020, host.data(), buffer->data(), kWords * 4));
+    require_ok(call_driver(&DriverTable::cuMemcpyDtoH_v3020, host.data(), buffer->device_address(), kWords * 4));
     CHECK(host == std::vector<std::uint32_t>(kWords, 5u));
 
     // From pageable memory: returns once the source is taken (the device
     // write may be pending); the caller may reuse its buffer at once.
     std::vector<std::uint32_t> source(kWords, 8u);
-    require_ok(call_driver(&DriverTable::cuMemcpyHtoD_v3020, buffer->data(), source.data(), kWords * 4));
+    require_ok(call_driver(&DriverTable::cuMemcpyHtoD_v3020, buffer->device_address(), source.data(), kWords * 4));
     source.assign(kWords, 9u);
     require_ok(call_driver(&DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY));
-    CHECK(all_words(buffer->data(), kWords, 8u));
+    CHECK(all_words(buffer->device_address(), kWords, 8u));
 
     // From pinned memory, and a memset of pinned or managed memory: when done.
     for (std::size_t i = 0; i < kWords; ++i) (*pinned)[i] = 3u;
-    require_ok(call_driver(&DriverTable::cuMemcpyHtoD_v3020, buffer->data(), pinned->data(), kWords * 4));
-    CHECK(peek(buffer->data()) == 3u);
-    auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(kWords);
+    require_ok(call_driver(&DriverTable::cuMemcpyHtoD_v3020, buffer->device_address(), pinned->data(), kWords * 4));
+    CHECK(peek(buffer->device_address()) == 3u);
+    auto managed = cudyn::ManagedBuffer<std::uint32_t>::allocate(kWords);
     REQUIRE(managed.has_value());
-    require_ok(call_driver(&DriverTable::cuMemsetD32_v3020, managed->device_pointer(), 4u, kWords));
+    require_ok(call_driver(&DriverTable::cuMemsetD32_v3020, managed->device_address(), 4u, kWords));
     CHECK((*managed)[kWords - 1] == 4u);
 }
 
@@ -134,23 +134,23 @@ TEST_CASE("the legacy stream waits for blocking streams, not for non-blocking on
     const Stream non_blocking = make_stream(false);
     {
         const ScopedStreamDelay slow(kSlow);
-        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->data(), 1u, kWords, blocking.handle()));
+        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->device_address(), 1u, kWords, blocking.handle()));
         // Enqueued after the blocking stream's set, the legacy one runs after it.
-        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->data(), 2u, kWords, CU_STREAM_LEGACY));
+        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->device_address(), 2u, kWords, CU_STREAM_LEGACY));
         require_ok(call_driver(&DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY));
         CHECK(stream_query(blocking.handle()) == CUDA_SUCCESS);
-        CHECK(all_words(buffer->data(), kWords, 2u));
+        CHECK(all_words(buffer->device_address(), kWords, 2u));
     }
     {
         const ScopedStreamDelay slow(kSlow * 3);
-        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->data(), 3u, kWords, non_blocking.handle()));
+        require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->device_address(), 3u, kWords, non_blocking.handle()));
         // Nothing on the legacy stream waits for it.
         const auto start = std::chrono::steady_clock::now();
         require_ok(call_driver(&DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY));
         CHECK(std::chrono::steady_clock::now() - start < std::chrono::microseconds(kSlow * 3));
         CHECK(stream_query(non_blocking.handle()) == CUDA_ERROR_NOT_READY);
         require_ok(non_blocking.synchronize());
-        CHECK(all_words(buffer->data(), kWords, 3u));
+        CHECK(all_words(buffer->device_address(), kWords, 3u));
     }
 }
 
@@ -164,20 +164,20 @@ TEST_CASE("an event orders a second stream after the first; the per-thread strea
     const ScopedStreamDelay slow(kSlow);
     CUevent event = nullptr;
     require_ok(call_driver(&DriverTable::cuEventCreate_v2000, &event, unsigned{CU_EVENT_DISABLE_TIMING}));
-    require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->data(), 6u, kWords, first.handle()));
+    require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->device_address(), 6u, kWords, first.handle()));
     require_ok(call_driver(&DriverTable::cuEventRecord_v2000, event, first.handle()));
     require_ok(call_driver(&DriverTable::cuStreamWaitEvent_v3020, second.handle(), event, 0u));
-    require_ok(call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, buffer->data() + kWords * 4, buffer->data(),
+    require_ok(call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, buffer->device_address() + kWords * 4, buffer->device_address(),
                            kWords * 4, second.handle()));
     require_ok(second.synchronize());
-    CHECK(all_words(buffer->data() + kWords * 4, kWords, 6u));
+    CHECK(all_words(buffer->device_address() + kWords * 4, kWords, 6u));
     require_ok(call_driver(&DriverTable::cuEventDestroy_v4000, event));
 
     // Work on this thread's per-thread default stream: pending until synchronized.
-    require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->data(), 8u, kWords, CU_STREAM_PER_THREAD));
+    require_ok(call_driver(&DriverTable::cuMemsetD32Async_v3020, buffer->device_address(), 8u, kWords, CU_STREAM_PER_THREAD));
     CHECK(stream_query(CU_STREAM_PER_THREAD) == CUDA_ERROR_NOT_READY);
     require_ok(call_driver(&DriverTable::cuStreamSynchronize_v2000, CU_STREAM_PER_THREAD));
-    CHECK(all_words(buffer->data(), kWords, 8u));
+    CHECK(all_words(buffer->device_address(), kWords, 8u));
 }
 
 TEST_CASE("cudyn's synchronous copies, fills and prefetches return done", "[emulated][async]") {
@@ -190,16 +190,16 @@ TEST_CASE("cudyn's synchronous copies, fills and prefetches return done", "[emul
     const auto span = buffer->device_span();
 
     require_ok(span.fill(0xF1F1F1F1u));
-    CHECK(all_words(span.data(), kWords, 0xF1F1F1F1u));
+    CHECK(all_words(span.device_address(), kWords, 0xF1F1F1F1u));
     require_ok(buffer->set_bytes(0x22));
-    CHECK(all_words(span.data(), kWords, 0x22222222u));
+    CHECK(all_words(span.device_address(), kWords, 0x22222222u));
     require_ok(buffer->fill(0x33u));
-    CHECK(all_words(span.data(), kWords, 0x33u));
+    CHECK(all_words(span.device_address(), kWords, 0x33u));
     const std::vector<std::uint32_t> values = iota_vector(kWords, 100);
     require_ok(span.copy_from(values));  // from pageable memory: the driver returns once staged
-    CHECK(peek(span.data() + 4 * (kWords - 1)) == 100 + kWords - 1);
+    CHECK(peek(span.device_address() + 4 * (kWords - 1)) == 100 + kWords - 1);
     require_ok(other->copy_from(*buffer));
-    CHECK(peek(other->data() + 4 * 17) == 117u);
+    CHECK(peek(other->device_address() + 4 * 17) == 117u);
     require_ok(other->device_span().subspan(0, 8)->copy_from(mapped->device_span().subspan(0, 8).value()));
     require_ok(mapped->device_span().fill(0x44u));
     CHECK((*mapped)[kWords - 1] == 0x44u);
@@ -209,14 +209,14 @@ TEST_CASE("cudyn's synchronous copies, fills and prefetches return done", "[emul
     const Stream stream = make_stream(false);
     require_ok(span.fill(0x55u));
     std::vector<std::uint32_t> back(kWords);
-    require_ok(span.copy_to_async(back, stream));
+    require_ok(span.copy_to(back, stream));
     require_ok(stream.synchronize());
     CHECK(back == std::vector<std::uint32_t>(kWords, 0x55u));
 
     // Prefetch without a stream: done when it returns.
-    auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(kWords);
+    auto managed = cudyn::ManagedBuffer<std::uint32_t>::allocate(kWords);
     REQUIRE(managed.has_value());
-    auto hints = managed->hints();
+    auto hints = managed->managed_range();
     REQUIRE(hints.has_value());
     require_ok(hints->prefetch_to(cudyn::Location::device(0)));
     CHECK(FakeDriver::loaded().pending_work() == 0);
@@ -235,9 +235,9 @@ TEST_CASE("the asynchronous forms return before the work is done", "[emulated][a
     require_ok(buffer->fill(0u));
     const Stream stream = make_stream(false);
     const ScopedStreamDelay slow(kSlow);
-    require_ok(buffer->fill_async(9u, stream));
-    CHECK(peek(buffer->data()) == 0u);
+    require_ok(buffer->fill(9u, stream));
+    CHECK(peek(buffer->device_address()) == 0u);
     CHECK(take(stream.query()) == false);
     require_ok(stream.synchronize());
-    CHECK(all_words(buffer->data(), kWords, 9u));
+    CHECK(all_words(buffer->device_address(), kWords, 9u));
 }

@@ -17,7 +17,7 @@
 #include "cudyn/mapped_buffer.hpp"
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <cstdint>
 #include <thread>
@@ -55,12 +55,12 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
         // The program takes the device's context again and allocates.
         auto again = activate(0);
         auto fresh = take(DeviceBuffer<std::uint32_t>::allocate(1024));
-        CHECK(fresh.data() != stale.data());
+        CHECK(fresh.device_address() != stale.device_address());
         require_ok(fresh.fill(2u));
         // The stale buffer's free touches only its own memory.
         require_ok(stale.free());
         require_ok(fresh.copy_from(iota_vector(1024, 5)));
-        CHECK(read_device(fresh.data(), 1024) == iota_vector(1024, 5));
+        CHECK(read_device(fresh.device_address(), 1024) == iota_vector(1024, 5));
         // The program's new PrimaryContext shares the retain the stale buffer keeps.
         CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
     }
@@ -78,7 +78,7 @@ TEST_CASE("owners created in one context share one retain of it", "[emulated][co
         const long retains = fake.call_count("cuDevicePrimaryCtxRetain");
         auto a = take(DeviceBuffer<float>::allocate(16));
         auto b = take(cudyn::PinnedBuffer<float>::allocate(16));
-        auto c = take(cudyn::UnifiedBuffer<float>::allocate(16));
+        auto c = take(cudyn::ManagedBuffer<float>::allocate(16));
         auto stream = take(cudyn::Stream::create());
         auto event = take(cudyn::InterprocessEvent::create());
         // They share the program's retain: no retain of their own, no driver call for one.
@@ -102,7 +102,7 @@ TEST_CASE("owners release into their own context, from any thread, whatever is c
         auto device = take(DeviceBuffer<std::uint32_t>::allocate(256));
         auto pinned = take(cudyn::PinnedBuffer<std::uint32_t>::allocate(256));
         auto mapped = take(cudyn::MappedBuffer<std::uint32_t>::allocate(256));
-        auto managed = take(cudyn::UnifiedBuffer<std::uint32_t>::allocate(256));
+        auto managed = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(256));
         auto stream = take(cudyn::Stream::create());
         auto event = take(cudyn::InterprocessEvent::create());
         CHECK(before.live_delta() == 4);  // the four allocations
@@ -137,10 +137,10 @@ TEST_CASE("a stream stays usable after the program released its context", "[emul
     auto stream = take(cudyn::Stream::create());
     auto buffer = take(DeviceBuffer<std::uint32_t>::allocate(64));
     require_ok(context.release());
-    require_ok(buffer.fill_async(3u, stream));
+    require_ok(buffer.fill(3u, stream));
     require_ok(stream.synchronize());
     CHECK(take(stream.query()) == true);
-    CHECK(read_device(buffer.data(), 64) == std::vector<std::uint32_t>(64, 3u));
+    CHECK(read_device(buffer.device_address(), 64) == std::vector<std::uint32_t>(64, 3u));
     require_ok(stream.destroy());
     require_ok(buffer.free());
     CHECK(fake.primary_ctx_refcount(0) == baseline);

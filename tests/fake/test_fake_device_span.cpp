@@ -12,10 +12,11 @@
 #include "cudyn/host_registration.hpp"
 #include "cudyn/mapped_buffer.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -29,31 +30,44 @@ namespace {
 void exercise_span(DeviceSpan<std::uint32_t> span, const cudyn::Stream& stream) {
     REQUIRE(span.size() == 256);
     REQUIRE(span.fill(0xA5A5A5A5u).has_value());
-    CHECK(read_device(span.data(), 256) == std::vector<std::uint32_t>(256, 0xA5A5A5A5u));
+    CHECK(read_device(span.device_address(), 256) == std::vector<std::uint32_t>(256, 0xA5A5A5A5u));
 
     const auto values = iota_vector(256, 40);
     REQUIRE(span.copy_from(values).has_value());
-    CHECK(read_device(span.data(), 256) == values);
+    CHECK(read_device(span.device_address(), 256) == values);
     std::vector<std::uint32_t> back(256);
     REQUIRE(span.copy_to(back).has_value());
     CHECK(back == values);
 
     auto middle = span.subspan(100, 10);
     REQUIRE(middle.has_value());
-    CHECK(middle->data() == span.data() + 400);
-    REQUIRE(middle->fill_async(7u, stream).has_value());
-    REQUIRE(middle->set_bytes_async(0, stream).has_value());
+    CHECK(middle->device_address() == span.device_address() + 400);
+    REQUIRE(middle->fill(7u, stream).has_value());
+    REQUIRE(middle->set_bytes(0, stream).has_value());
     const std::vector<std::uint32_t> head = {1, 2, 3};
-    REQUIRE(middle->copy_from_async(head, stream).has_value());
+    REQUIRE(middle->copy_from(head, stream).has_value());
     std::vector<std::uint32_t> middle_back(10);
-    REQUIRE(middle->copy_to_async(middle_back, stream).has_value());
+    REQUIRE(middle->copy_to(middle_back, stream).has_value());
     REQUIRE(stream.synchronize().has_value());
     CHECK(middle_back == std::vector<std::uint32_t>{1, 2, 3, 0, 0, 0, 0, 0, 0, 0});
-    const auto all = read_device(span.data(), 256);
+    const auto all = read_device(span.device_address(), 256);
     CHECK(all[99] == 139);  // untouched either side
     CHECK(all[110] == 150);
 }
 
+}  // namespace
+
+namespace {
+// Whether a span type offers writes (compile-time: a read-only span must not).
+template <typename Span, typename = void>
+struct can_fill : std::false_type {};
+template <typename Span>
+struct can_fill<Span, std::void_t<decltype(std::declval<const Span&>().fill(0u))>> : std::true_type {};
+template <typename Span, typename = void>
+struct can_copy_into : std::false_type {};
+template <typename Span>
+struct can_copy_into<Span, std::void_t<decltype(std::declval<const Span&>().copy_from(
+                               std::declval<const std::vector<std::uint32_t>&>()))>> : std::true_type {};
 }  // namespace
 
 TEST_CASE("DeviceSpan copies and fills device, mapped, managed and registered memory",
@@ -66,17 +80,17 @@ TEST_CASE("DeviceSpan copies and fills device, mapped, managed and registered me
 
         auto device = cudyn::DeviceBuffer<std::uint32_t>::allocate(256);
         REQUIRE(device.has_value());
-        CHECK(device->device_span().data() == device->data());
+        CHECK(device->device_span().device_address() == device->device_address());
         exercise_span(device->device_span(), *stream);
 
         auto mapped = cudyn::MappedBuffer<std::uint32_t>::allocate(256);
         REQUIRE(mapped.has_value());
-        CHECK(mapped->device_span().data() == mapped->device_pointer());
+        CHECK(mapped->device_span().device_address() == mapped->device_address());
         exercise_span(mapped->device_span(), *stream);
         CHECK((*mapped)[0] == 40);  // the host sees the device side's bytes in place
         CHECK((*mapped)[102] == 3);
 
-        auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(256);
+        auto managed = cudyn::ManagedBuffer<std::uint32_t>::allocate(256);
         REQUIRE(managed.has_value());
         exercise_span(managed->device_span(), *stream);
         CHECK((*managed)[255] == 295);
@@ -86,7 +100,7 @@ TEST_CASE("DeviceSpan copies and fills device, mapped, managed and registered me
         flags.device_mapped = true;
         auto registered = cudyn::HostRegistration::register_span(cudyn::HostSpan<std::uint32_t>(caller), flags);
         REQUIRE(registered.has_value());
-        auto registered_span = registered->device_span<std::uint32_t>();
+        auto registered_span = registered->device_span_as<std::uint32_t>();
         REQUIRE(registered_span.has_value());
         exercise_span(*registered_span, *stream);
         CHECK(caller[101] == 2);
@@ -94,7 +108,7 @@ TEST_CASE("DeviceSpan copies and fills device, mapped, managed and registered me
         // Device to device across kinds: managed -> device -> mapped.
         REQUIRE(managed->device_span().fill(9u).has_value());
         REQUIRE(device->device_span().copy_from(managed->device_span()).has_value());
-        REQUIRE(mapped->device_span().copy_from_async(device->device_span(), *stream).has_value());
+        REQUIRE(mapped->device_span().copy_from(device->device_span(), *stream).has_value());
         REQUIRE(stream->synchronize().has_value());
         CHECK(std::vector<std::uint32_t>(mapped->begin(), mapped->end()) == std::vector<std::uint32_t>(256, 9u));
         // A smaller source lands at the start and leaves the rest.
@@ -102,7 +116,7 @@ TEST_CASE("DeviceSpan copies and fills device, mapped, managed and registered me
         REQUIRE(first_half.has_value());
         REQUIRE(first_half->fill(1u).has_value());
         REQUIRE(device->device_span().copy_from(*first_half).has_value());
-        const auto words = read_device(device->data(), 256);
+        const auto words = read_device(device->device_address(), 256);
         CHECK(words[127] == 1);
         CHECK(words[128] == 9);
 
@@ -121,7 +135,7 @@ TEST_CASE("DeviceSpan views of raw bytes are checked for size and alignment", "[
     auto context = activate(0);
     auto bytes = cudyn::DeviceBuffer<unsigned char>::allocate(64);
     REQUIRE(bytes.has_value());
-    const CUdeviceptr base = bytes->data();
+    const CUdeviceptr base = bytes->device_address();
 
     auto words = DeviceSpan<std::uint32_t>::from_bytes(base, 64);
     REQUIRE(words.has_value());
@@ -135,19 +149,37 @@ TEST_CASE("DeviceSpan views of raw bytes are checked for size and alignment", "[
     auto none = DeviceSpan<std::uint32_t>::from_bytes(base, 0);
     REQUIRE(none.has_value());
     CHECK(none->empty());
-    CHECK(none->data() == 0);  // an empty span points nowhere
+    CHECK(none->device_address() == 0);  // an empty span points nowhere
 
     auto tail = words->subspan(12, 4);
     REQUIRE(tail.has_value());
-    CHECK(tail->data() == base + 48);
-    require_error(words->subspan(12, 5), ErrorCode::InvalidArgument, "offset 12 + count 5 exceeds the size 16");
-    require_error(words->subspan(0, 0), ErrorCode::InvalidArgument, "count must be non-zero");
+    CHECK(tail->device_address() == base + 48);
+    require_error(words->subspan(12, 5), ErrorCode::InvalidArgument, "elements [12, 12 + 5) run past the 16");
     require_error(words->subspan(std::numeric_limits<std::size_t>::max(), 1), ErrorCode::InvalidArgument,
-                  "exceeds the size 16");
+                  "run past the 16");
+    // Empty views are valid, as for std::span, up to the end (not past it);
+    // operations on them are refused.
+    auto empty_end = words->subspan(16, 0);
+    REQUIRE(empty_end.has_value());
+    CHECK(empty_end->empty());
+    require_error(words->subspan(17, 0), ErrorCode::InvalidArgument, "run past");
+    require_error(empty_end->fill(7u), ErrorCode::InvalidArgument, "empty");
+
+    // A span of T is a read-only span of const T: a source for copies and
+    // readable, not writable (writes into it do not compile).
+    const cudyn::DeviceSpan<const std::uint32_t> read_only = *words;
+    CHECK(read_only.device_address() == words->device_address());
+    CHECK(read_only.size() == words->size());
+    static_assert(can_fill<cudyn::DeviceSpan<std::uint32_t>>::value, "a writable span fills");
+    static_assert(!can_fill<cudyn::DeviceSpan<const std::uint32_t>>::value, "a read-only span does not fill");
+    static_assert(!can_copy_into<cudyn::DeviceSpan<const std::uint32_t>>::value, "nor is it copied into");
+    static_assert(can_copy_into<cudyn::DeviceSpan<std::uint32_t>>::value, "a writable span is copied into");
+    std::vector<std::uint32_t> read_back(16, 0);
+    REQUIRE(read_only.copy_to(read_back).has_value());
 
     // Untyped memory gives checked views the same way.
     cudyn::HostRegistration unmapped;
-    auto nothing = unmapped.device_span<std::uint32_t>();
+    auto nothing = unmapped.device_span_as<std::uint32_t>();
     REQUIRE(nothing.has_value());
     CHECK(nothing->empty());
 }
@@ -171,8 +203,8 @@ TEST_CASE("DeviceSpan refuses bad input before the driver, naming it", "[emulate
     require_error(span.copy_from(too_many), ErrorCode::InvalidArgument, "count 17 exceeds the size 16");
     require_error(span.copy_to(cudyn::HostSpan<std::uint32_t>(nullptr, 1)), ErrorCode::InvalidArgument,
                   "DeviceSpan::copy_to: destination has a null data pointer");
-    require_error(span.copy_to_async(too_many, cudyn::Stream::legacy_default()), ErrorCode::InvalidArgument,
-                  "DeviceSpan::copy_to_async: offset 0 + count 17");
+    require_error(span.copy_to(too_many, cudyn::Stream::legacy_default()), ErrorCode::InvalidArgument,
+                  "DeviceSpan::copy_to: offset 0 + count 17");
 
     const DeviceSpan<std::uint32_t> empty;
     require_error(empty.fill(1u), ErrorCode::InvalidArgument, "DeviceSpan::fill: the destination is empty");
@@ -189,14 +221,14 @@ TEST_CASE("DeviceSpan refuses bad input before the driver, naming it", "[emulate
     const auto front = span.subspan(0, 8).value();
     const auto shifted = span.subspan(4, 8).value();
     require_error(shifted.copy_from(front), ErrorCode::InvalidArgument, "source and destination overlap");
-    require_error(front.copy_from_async(shifted, cudyn::Stream::legacy_default()), ErrorCode::InvalidArgument,
-                  "DeviceSpan::copy_from_async: source and destination overlap");
+    require_error(front.copy_from(shifted, cudyn::Stream::legacy_default()), ErrorCode::InvalidArgument,
+                  "DeviceSpan::copy_from: source and destination overlap");
     // Adjacent halves do not overlap.
     REQUIRE(span.subspan(8, 8).value().copy_from(front).has_value());
     CHECK(before.calls_since("cuMemcpyDtoD_v2") == 1);
 
     // A hand-made span whose byte size does not fit size_t never reaches the driver.
-    const DeviceSpan<std::uint32_t> huge(buffer->data(), std::numeric_limits<std::size_t>::max() / 2);
+    const DeviceSpan<std::uint32_t> huge(buffer->device_address(), std::numeric_limits<std::size_t>::max() / 2);
     require_error(huge.fill(0u), ErrorCode::InvalidArgument, "overflows size_t");
     require_error(huge.copy_from(host), ErrorCode::InvalidArgument, "overflows size_t");
     require_error(span.copy_from(huge), ErrorCode::InvalidArgument, "overflows size_t");
@@ -204,8 +236,8 @@ TEST_CASE("DeviceSpan refuses bad input before the driver, naming it", "[emulate
     // A 32-bit fill over bytes that are not whole, aligned words.
     auto bytes = cudyn::DeviceBuffer<unsigned char>::allocate(10);
     REQUIRE(bytes.has_value());
-    const auto misaligned = DeviceSpan<float>(bytes->data() + 2, 2);
-    require_error(misaligned.fill_async(1.0f, cudyn::Stream::legacy_default()), ErrorCode::InvalidArgument,
+    const auto misaligned = DeviceSpan<float>(bytes->device_address() + 2, 2);
+    require_error(misaligned.fill(1.0f, cudyn::Stream::legacy_default()), ErrorCode::InvalidArgument,
                   "4-byte-aligned address");
 
     for (const char* entry : {"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemsetD8_v2", "cuMemsetD32_v2",
@@ -217,7 +249,7 @@ TEST_CASE("DeviceSpan refuses bad input before the driver, naming it", "[emulate
 
 TEST_CASE("DeviceSpan reports the driver's failure with the entry that failed", "[emulated][cuda11][legacy][device-span]") {
     auto context = activate(0);
-    auto buffer = cudyn::UnifiedBuffer<std::uint32_t>::allocate(64);
+    auto buffer = cudyn::ManagedBuffer<std::uint32_t>::allocate(64);
     REQUIRE(buffer.has_value());
     const auto span = buffer->device_span();
     std::vector<std::uint32_t> host(64, 3);

@@ -40,7 +40,7 @@
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/shareable_memory.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -155,7 +155,7 @@ std::vector<std::string> injection_points(const std::vector<std::string>& calls)
 GrowableBuffer growable(std::size_t chunks) {
     auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 8 * kChunk));
     require_ok(buffer.grow_to(chunks * kChunk));
-    if (chunks != 0) require_ok(take(buffer.device_span<std::uint32_t>()).fill(kStamp));
+    if (chunks != 0) require_ok(take(buffer.device_span_as<std::uint32_t>()).fill(kStamp));
     return buffer;
 }
 
@@ -168,7 +168,7 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
         {"DeviceBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::DeviceBuffer<int>::allocate(64); }); }},
         {"PinnedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::PinnedBuffer<int>::allocate(64); }); }},
         {"MappedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::MappedBuffer<int>::allocate(64); }); }},
-        {"UnifiedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::UnifiedBuffer<int>::allocate(64); }); }},
+        {"ManagedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::ManagedBuffer<int>::allocate(64); }); }},
         {"HostRegistration::register_memory (device_mapped)",
          [](Trial& t) {
              std::vector<std::uint32_t> host(1024);
@@ -179,10 +179,10 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
         {"DeviceBuffer::free",
          [](Trial& t) {
              auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(64));
-             const CUdeviceptr address = buffer.data();
+             const CUdeviceptr address = buffer.device_address();
              t.operation([&] { return buffer.free(); });
              if (t.injected()) {  // still the owner: a retry frees it
-                 CHECK(buffer.data() == address);
+                 CHECK(buffer.device_address() == address);
                  require_ok(buffer.free());
              }
          }},
@@ -192,7 +192,7 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              require_ok(buffer.fill(1u));
              t.operation([&] { return buffer.device_span().fill(2u); });
              require_ok(buffer.fill(3u));  // usable
-             CHECK(read_device(buffer.data(), 1024) == std::vector<std::uint32_t>(1024, 3u));
+             CHECK(read_device(buffer.device_address(), 1024) == std::vector<std::uint32_t>(1024, 3u));
          }},
         {"DeviceSpan::copy_from(host) (synchronous)",
          [](Trial& t) {
@@ -200,7 +200,7 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              const std::vector<std::uint32_t> values = iota_vector(1024, 7);
              t.operation([&] { return buffer.device_span().copy_from(values); });
              require_ok(buffer.copy_from(values));
-             CHECK(read_device(buffer.data(), 1024) == values);
+             CHECK(read_device(buffer.device_address(), 1024) == values);
          }},
         {"Stream::create", [](Trial& t) { t.operation([] { return cudyn::Stream::create(); }); }},
         {"InterprocessEvent::create", [](Trial& t) { t.operation([] { return cudyn::InterprocessEvent::create(); }); }},
@@ -214,17 +214,17 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              });
              CHECK(range.mapping_count() == 0);  // the mapping went with the Result
              auto again = take(cudyn::MappedRange::map(range, 0, memory, {{Location::device(0), AccessFlags::ReadWrite}}));
-             fill32(again.address(), kChunk, kStamp);
+             fill32(again.device_address(), kChunk, kStamp);
          }},
         {"MappedRange::unmap",
          [device0](Trial& t) {
              auto range = take(cudyn::AddressRange::reserve(2 * kChunk));
              auto memory = take(cudyn::PhysicalMemory::create(device0, kChunk));
              auto mapping = take(cudyn::MappedRange::map(range, 0, memory, {{Location::device(0), AccessFlags::ReadWrite}}));
-             fill32(mapping.address(), kChunk, kStamp);
+             fill32(mapping.device_address(), kChunk, kStamp);
              t.operation([&] { return mapping.unmap(); });
              if (t.injected() && !mapping.empty()) {  // refused: still mapped, bytes intact, a retry works
-                 CHECK(all_equal(mapping.address(), kChunk, kStamp));
+                 CHECK(all_equal(mapping.device_address(), kChunk, kStamp));
                  require_ok(mapping.unmap());
              }
              CHECK(range.mapping_count() == 0);
@@ -235,21 +235,21 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              auto buffer = growable(1);
              t.operation([&] { return buffer.grow_to(3 * kChunk); });
              if (t.injected()) {  // rolled back to one chunk, bytes kept; growing again works
-                 CHECK(buffer.size() == kChunk);
-                 CHECK(all_equal(buffer.address(), kChunk, kStamp));
+                 CHECK(buffer.size_bytes() == kChunk);
+                 CHECK(all_equal(buffer.device_address(), kChunk, kStamp));
                  require_ok(buffer.grow_to(3 * kChunk));
              }
-             CHECK(buffer.size() == 3 * kChunk);
+             CHECK(buffer.size_bytes() == 3 * kChunk);
          }},
         {"GrowableBuffer::shrink_to",
          [](Trial& t) {
              auto buffer = growable(3);
              t.operation([&] { return buffer.shrink_to(kChunk); });
              // Refused part-way: the chunks still mapped are whole and readable; a retry finishes.
-             CHECK(all_equal(buffer.address(), buffer.size(), kStamp));
+             CHECK(all_equal(buffer.device_address(), buffer.size_bytes(), kStamp));
              require_ok(buffer.shrink_to(kChunk));
-             CHECK(buffer.size() == kChunk);
-             CHECK(all_equal(buffer.address(), kChunk, kStamp));
+             CHECK(buffer.size_bytes() == kChunk);
+             CHECK(all_equal(buffer.device_address(), kChunk, kStamp));
          }},
         {"GrowableBuffer::release_physical(Save)",
          [](Trial& t) {
@@ -257,8 +257,8 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              t.operation([&] { return buffer.release_physical(GrowableBuffer::Contents::Save); });
              if (t.injected() && buffer.released()) require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
              require_ok(buffer.restore());  // from wherever it stopped, the bytes come back
-             CHECK(buffer.size() == 3 * kChunk);
-             CHECK(all_equal(buffer.address(), 3 * kChunk, kStamp));
+             CHECK(buffer.size_bytes() == 3 * kChunk);
+             CHECK(all_equal(buffer.device_address(), 3 * kChunk, kStamp));
          }},
         {"GrowableBuffer::restore",
          [](Trial& t) {
@@ -270,12 +270,12 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
                  CHECK(buffer.holds_saved_contents());
                  require_ok(buffer.restore());
              }
-             CHECK(all_equal(buffer.address(), 3 * kChunk, kStamp));
+             CHECK(all_equal(buffer.device_address(), 3 * kChunk, kStamp));
          }},
         {"MigrationPolicy::apply_to",
          [](Trial& t) {
-             auto managed = take(cudyn::UnifiedBuffer<std::uint32_t>::allocate(1024));
-             auto range = take(managed.hints());
+             auto managed = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(1024));
+             auto range = take(managed.managed_range());
              t.operation([&] { return cudyn::MigrationPolicy::prefer_device(0).apply_to(range); });
              if (t.injected())
                  CHECK((t.error().find("nothing was applied") != std::string::npos ||
@@ -284,10 +284,10 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
          }},
         {"PrefetchPlan::execute (synchronous)",
          [](Trial& t) {
-             auto managed = take(cudyn::UnifiedBuffer<std::uint32_t>::allocate(2048));
+             auto managed = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(2048));
              cudyn::PrefetchPlan plan;
-             require_ok(plan.add(take(managed.hints(0, 1024)), Location::device(0)));
-             require_ok(plan.add(take(managed.hints(1024, 1024)), Location::host()));
+             require_ok(plan.add(take(managed.managed_range(0, 1024)), Location::device(0)));
+             require_ok(plan.add(take(managed.managed_range(1024, 1024)), Location::host()));
              t.operation([&] { return plan.execute(); });
              if (t.injected())
                  CHECK((t.error().find("nothing was issued") != std::string::npos ||
@@ -295,10 +295,10 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
                         t.error().find("cuStreamSynchronize") != std::string::npos));
              require_ok(plan.execute());
          }},
-        {"InterprocessEvent::export_handle",
+        {"export_ipc_event",
          [](Trial& t) {
              auto event = take(cudyn::InterprocessEvent::create());
-             t.operation([&] { return event.export_handle(); });
+             t.operation([&] { return export_ipc_event(event); });
              require_ok(event.record(cudyn::Stream::legacy_default()));
          }},
         {"export_posix_fd",
@@ -330,13 +330,13 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
          }},
         {"OpenedMem::open (another process's buffer)",
          [&peer_memory](Trial& t) {
-             t.operation([&] { return cudyn::OpenedMem::open(peer_memory); });
-             auto again = take(cudyn::OpenedMem::open(peer_memory));  // nothing left claimed or mapped
+             t.operation([&] { return cudyn::open_ipc_memory(peer_memory); });
+             auto again = take(cudyn::open_ipc_memory(peer_memory));  // nothing left claimed or mapped
              require_ok(again.close());
          }},
         {"OpenedMem::close",
          [&peer_memory](Trial& t) {
-             auto opened = take(cudyn::OpenedMem::open(peer_memory));
+             auto opened = take(cudyn::open_ipc_memory(peer_memory));
              t.operation([&] { return opened.close(); });
              if (t.injected()) {  // still open: a retry closes it
                  CHECK_FALSE(opened.empty());
@@ -345,7 +345,7 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
          }},
         {"InterprocessEvent::open (another process's event)",
          [&peer_event](Trial& t) {
-             t.operation([&] { return cudyn::InterprocessEvent::open(peer_event); });
+             t.operation([&] { return cudyn::open_ipc_event(peer_event); });
          }},
     };
 }
@@ -356,8 +356,8 @@ int sweep_exporter_role(int, char**) {
         auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(1024);
         auto event = cudyn::InterprocessEvent::create();
         if (!ok(check, buffer, "allocate") || !ok(check, event, "event")) return;
-        auto memory = IpcMemDescriptor::export_buffer(*buffer);
-        auto event_descriptor = event->export_handle();
+        auto memory = export_ipc_memory(*buffer);
+        auto event_descriptor = export_ipc_event(*event);
         if (!ok(check, memory, "export memory") || !ok(check, event_descriptor, "export event")) return;
         ok(check, send_bytes(channel, kMemDescriptor, memory->to_bytes()), "send memory");
         ok(check, send_bytes(channel, kEventDescriptor, event_descriptor->to_bytes()), "send event");

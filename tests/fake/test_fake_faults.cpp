@@ -16,7 +16,7 @@
 #include "cudyn/host_registration.hpp"
 #include "cudyn/migration_policy.hpp"
 #include "cudyn/physical_memory.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -35,7 +35,7 @@ constexpr std::size_t kChunk = 2 * kMiB;
 GrowableBuffer three_chunks(std::uint32_t stamp) {
     auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 16 * kChunk));
     require_ok(buffer.grow_to(3 * kChunk));
-    require_ok(take(buffer.device_span<std::uint32_t>()).fill(stamp));
+    require_ok(take(buffer.device_span_as<std::uint32_t>()).fill(stamp));
     return buffer;
 }
 
@@ -54,7 +54,7 @@ TEST_CASE("shrink_to keeps a chunk the driver refused to unmap; a retry and late
         }
         // The refused chunk and those below it are still there, and readable.
         CHECK(buffer.chunk_count() == static_cast<std::size_t>(3 - (failing - 1)));
-        CHECK(all_equal(buffer.address(), buffer.size(), 0x0F0F0F0Fu));
+        CHECK(all_equal(buffer.device_address(), buffer.size_bytes(), 0x0F0F0F0Fu));
         require_ok(buffer.shrink_to(0));
         CHECK(buffer.chunk_count() == 0);
         require_ok(buffer.grow_to(3 * kChunk));  // cuMemMap at the same offsets: nothing was left mapped there
@@ -79,7 +79,7 @@ TEST_CASE("release_physical(Save) refused part-way: restore and a retried releas
         require_ok(buffer.restore());      // maps the missing chunk, copies the saved bytes back
         CHECK_FALSE(buffer.released());
         CHECK(buffer.chunk_count() == 3);
-        CHECK(all_equal(buffer.address(), 3 * kChunk, 0xA1A1A1A1u));
+        CHECK(all_equal(buffer.device_address(), 3 * kChunk, 0xA1A1A1A1u));
     }
     {
         auto buffer = three_chunks(0xB2B2B2B2u);
@@ -90,7 +90,7 @@ TEST_CASE("release_physical(Save) refused part-way: restore and a retried releas
         require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));  // the retry unmaps the rest
         CHECK(buffer.chunk_count() == 0);
         require_ok(buffer.restore());
-        CHECK(all_equal(buffer.address(), 3 * kChunk, 0xB2B2B2B2u));
+        CHECK(all_equal(buffer.device_address(), 3 * kChunk, 0xB2B2B2B2u));
     }
     CHECK(before.live_delta() == 0);
 }
@@ -118,8 +118,8 @@ TEST_CASE("a capability read that fails for another reason than absence is not N
 
 TEST_CASE("a policy whose second advice fails says what stayed applied", "[emulated][cuda11][faults]") {
     auto context = activate(0);
-    auto buffer = take(cudyn::UnifiedBuffer<std::uint32_t>::allocate(1024));
-    auto range = take(buffer.hints());
+    auto buffer = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(1024));
+    auto range = take(buffer.managed_range());
     const auto advise_entry = cudyn::has_entry(&cudyn::DriverTable::cuMemAdvise_v12020) ? "cuMemAdvise_v2:2"
                                                                                          : "cuMemAdvise:2";
     {
@@ -131,7 +131,7 @@ TEST_CASE("a policy whose second advice fails says what stayed applied", "[emula
     // What the error says is what the range says.
     int read_mostly = 0;
     require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemRangeGetAttribute_v8000, &read_mostly, sizeof read_mostly,
-                                  CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, range.base(), range.bytes()));
+                                  CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, range.device_address(), range.size_bytes()));
     CHECK(read_mostly == 1);
     {
         const ScopedFault fault(cudyn::has_entry(&cudyn::DriverTable::cuMemAdvise_v12020) ? "cuMemAdvise_v2:1"

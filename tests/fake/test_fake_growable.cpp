@@ -42,13 +42,13 @@ GrowableBuffer make_buffer(std::size_t capacity, cudyn::GrowableBufferOptions op
 // Chunk i holds the word 0x1000 + i everywhere.
 void stamp_chunks(const GrowableBuffer& buffer, std::size_t first = 0) {
     for (std::size_t i = first; i < buffer.chunk_count(); ++i)
-        fill32(buffer.address() + i * buffer.chunk_size(), buffer.chunk_size(), 0x1000u + static_cast<std::uint32_t>(i));
+        fill32(buffer.device_address() + i * buffer.chunk_size_bytes(), buffer.chunk_size_bytes(), 0x1000u + static_cast<std::uint32_t>(i));
 }
 
 bool chunks_stamped(const GrowableBuffer& buffer, std::size_t count) {
     // One copy over every chunk: the driver's copies span contiguous mappings.
-    const auto words = cudyn_test::read32(buffer.address(), count * buffer.chunk_size());
-    const std::size_t per_chunk = buffer.chunk_size() / 4;
+    const auto words = cudyn_test::read32(buffer.device_address(), count * buffer.chunk_size_bytes());
+    const std::size_t per_chunk = buffer.chunk_size_bytes() / 4;
     for (std::size_t i = 0; i < words.size(); ++i)
         if (words[i] != 0x1000u + i / per_chunk) return false;
     return true;
@@ -61,44 +61,44 @@ TEST_CASE("a grown buffer keeps its base and its contents", "[emulated][cuda11][
     const DriverSnapshot before;
     {
         auto buffer = make_buffer(64 * kMiB);
-        CHECK(buffer.capacity() == 64 * kMiB);
-        CHECK(buffer.chunk_size() == 2 * kMiB);
-        CHECK(buffer.size() == 0);
-        const CUdeviceptr base = buffer.address();
+        CHECK(buffer.capacity_bytes() == 64 * kMiB);
+        CHECK(buffer.chunk_size_bytes() == 2 * kMiB);
+        CHECK(buffer.size_bytes() == 0);
+        const CUdeviceptr base = buffer.device_address();
         CHECK(base % (2 * kMiB) == 0);
 
         require_ok(buffer.grow_to(3 * kMiB));  // rounded up to whole chunks
-        CHECK(buffer.size() == 4 * kMiB);
+        CHECK(buffer.size_bytes() == 4 * kMiB);
         CHECK(buffer.chunk_count() == 2);
         stamp_chunks(buffer);
 
         require_ok(buffer.grow_to(40 * kMiB));
-        CHECK(buffer.address() == base);
-        CHECK(buffer.size() == 40 * kMiB);
+        CHECK(buffer.device_address() == base);
+        CHECK(buffer.size_bytes() == 40 * kMiB);
         CHECK(chunks_stamped(buffer, 2));
         stamp_chunks(buffer, 2);
         CHECK(chunks_stamped(buffer, 20));
         require_ok(buffer.grow_to(10 * kMiB));  // smaller: nothing to do
-        CHECK(buffer.size() == 40 * kMiB);
+        CHECK(buffer.size_bytes() == 40 * kMiB);
 
         const long live = FakeDriver::loaded().live_allocations();
         require_ok(buffer.shrink_to(5 * kMiB));
-        CHECK(buffer.size() == 6 * kMiB);
+        CHECK(buffer.size_bytes() == 6 * kMiB);
         CHECK(FakeDriver::loaded().live_allocations() == live - 2 * 17);  // 17 chunks: mapping + memory each
         CHECK(chunks_stamped(buffer, 3));
         CHECK(cudyn_test::touch_in_child(base + 6 * kMiB, false) == SIGSEGV);  // unmapped again
 
         require_ok(buffer.resize(64 * kMiB));
-        CHECK(buffer.size() == 64 * kMiB);
-        CHECK(buffer.address() == base);
+        CHECK(buffer.size_bytes() == 64 * kMiB);
+        CHECK(buffer.device_address() == base);
         CHECK(chunks_stamped(buffer, 3));
         require_ok(buffer.resize(0));
-        CHECK(buffer.size() == 0);
+        CHECK(buffer.size_bytes() == 0);
         CHECK(buffer.chunk_count() == 0);
 
         GrowableBuffer moved = std::move(buffer);
         CHECK(buffer.empty());
-        CHECK(moved.address() == base);
+        CHECK(moved.device_address() == base);
         require_error(buffer.grow_to(kMiB), ErrorCode::InvalidArgument, "empty");
     }
     CHECK(before.live_delta() == 0);
@@ -139,13 +139,13 @@ TEST_CASE("sleep and wake: release_physical keeps the addresses, restore brings 
         auto buffer = make_buffer(32 * kMiB);
         require_ok(buffer.grow_to(10 * kMiB));
         stamp_chunks(buffer);
-        const CUdeviceptr base = buffer.address();
+        const CUdeviceptr base = buffer.device_address();
         const long resident = FakeDriver::loaded().live_allocations();
 
         require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
         CHECK(buffer.released());
         CHECK(buffer.holds_saved_contents());
-        CHECK(buffer.size() == 10 * kMiB);  // what restore() brings back
+        CHECK(buffer.size_bytes() == 10 * kMiB);  // what restore() brings back
         CHECK(buffer.chunk_count() == 0);
         // Five chunks (mapping + memory) gone, one pinned copy added.
         CHECK(FakeDriver::loaded().live_allocations() == resident - 10 + 1);
@@ -155,29 +155,29 @@ TEST_CASE("sleep and wake: release_physical keeps the addresses, restore brings 
         require_ok(buffer.restore());
         CHECK_FALSE(buffer.released());
         CHECK_FALSE(buffer.holds_saved_contents());
-        CHECK(buffer.address() == base);
-        CHECK(buffer.size() == 10 * kMiB);
+        CHECK(buffer.device_address() == base);
+        CHECK(buffer.size_bytes() == 10 * kMiB);
         CHECK(chunks_stamped(buffer, 5));
         CHECK(FakeDriver::loaded().live_allocations() == resident);
         require_ok(buffer.restore());  // not released: nothing to do
 
         // Its DeviceSpan covers the mapped bytes; while released it is empty.
-        auto words = take(buffer.device_span<std::uint32_t>());
-        CHECK(words.data() == base);
+        auto words = take(buffer.device_span_as<std::uint32_t>());
+        CHECK(words.device_address() == base);
         CHECK(words.size_bytes() == 10 * kMiB);
         require_ok(take(words.subspan(words.size() - 1, 1)).fill(0x5EEDu));
         require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
-        CHECK(take(buffer.device_span<std::uint32_t>()).empty());
+        CHECK(take(buffer.device_span_as<std::uint32_t>()).empty());
         require_ok(buffer.restore());
         CHECK(cudyn_test::read32(base + 10 * kMiB - 4, 4)[0] == 0x5EEDu);
-        require_error(buffer.device_span<std::array<char, 3>>(), ErrorCode::InvalidArgument, "whole number of 3-byte");
+        require_error(buffer.device_span_as<std::array<char, 3>>(), ErrorCode::InvalidArgument, "whole number of 3-byte");
 
         // Without saving, the memory comes back at the same addresses, usable.
         require_ok(buffer.release_physical(GrowableBuffer::Contents::Discard));
         CHECK_FALSE(buffer.holds_saved_contents());
         require_ok(buffer.restore());
-        fill32(buffer.address(), buffer.size(), 9u);
-        CHECK(all_equal(buffer.address(), buffer.size(), 9u));
+        fill32(buffer.device_address(), buffer.size_bytes(), 9u);
+        CHECK(all_equal(buffer.device_address(), buffer.size_bytes(), 9u));
         require_ok(buffer.grow_to(32 * kMiB));
     }
     CHECK(before.live_delta() == 0);
@@ -200,15 +200,15 @@ TEST_CASE("a failure at each step of a grow rolls back to the previous size", "[
                 REQUIRE_FALSE(grown.has_value());
                 CHECK(grown.error().code == ErrorCode::OutOfMemory);
             }
-            CHECK(buffer.size() == 4 * kMiB);
+            CHECK(buffer.size_bytes() == 4 * kMiB);
             CHECK(buffer.chunk_count() == 2);
             CHECK(before.live_delta() == 0);
             CHECK(chunks_stamped(buffer, 2));
-            CHECK(cudyn_test::touch_in_child(buffer.address() + 4 * kMiB, false) == SIGSEGV);
+            CHECK(cudyn_test::touch_in_child(buffer.device_address() + 4 * kMiB, false) == SIGSEGV);
         }
         // And the buffer still grows once the driver behaves.
         require_ok(buffer.grow_to(20 * kMiB));
-        CHECK(buffer.size() == 20 * kMiB);
+        CHECK(buffer.size_bytes() == 20 * kMiB);
         CHECK(chunks_stamped(buffer, 2));
     }
     CHECK(outer.live_delta() == 0);
@@ -230,7 +230,7 @@ TEST_CASE("a failure at each step of sleep or wake leaves the buffer usable", "[
                 REQUIRE_FALSE(buffer.release_physical(GrowableBuffer::Contents::Save).has_value());
             }
             CHECK_FALSE(buffer.released());
-            CHECK(buffer.size() == 8 * kMiB);
+            CHECK(buffer.size_bytes() == 8 * kMiB);
             CHECK(before.live_delta() == 0);
             CHECK(chunks_stamped(buffer, 4));
         }
@@ -246,12 +246,12 @@ TEST_CASE("a failure at each step of sleep or wake leaves the buffer usable", "[
             }
             CHECK(buffer.released());
             CHECK(buffer.holds_saved_contents());
-            CHECK(buffer.size() == 8 * kMiB);
+            CHECK(buffer.size_bytes() == 8 * kMiB);
             CHECK(buffer.chunk_count() == 0);
             CHECK(before.live_delta() == 0);
         }
         require_ok(buffer.restore());
-        CHECK(buffer.size() == 8 * kMiB);
+        CHECK(buffer.size_bytes() == 8 * kMiB);
         CHECK(chunks_stamped(buffer, 4));
     }
     CHECK(outer.live_delta() == 0);
@@ -264,17 +264,17 @@ TEST_CASE("GrowableBuffer grants peers access to every chunk it maps", "[emulate
                                              {0, {{Location::device(1), AccessFlags::ReadWrite},
                                                   {Location::device(0), AccessFlags::ReadWrite}}});
         REQUIRE(buffer.has_value());
-        CHECK(buffer->chunk_size() == 2 * kMiB);  // the recommended granularity
+        CHECK(buffer->chunk_size_bytes() == 2 * kMiB);  // the recommended granularity
         require_ok(buffer->grow_to(6 * kMiB));
         auto on_zero = activate(0);
-        fill32(buffer->address(), buffer->size(), 0x5EEDu);
+        fill32(buffer->device_address(), buffer->size_bytes(), 0x5EEDu);
         unsigned long long flags = 0;
         const CUmemLocation zero = Location::device(0).to_cu();
         require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemGetAccess_v10020, &flags, &zero,
-                                      buffer->address() + 4 * kMiB));
+                                      buffer->device_address() + 4 * kMiB));
         CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
         auto on_one = activate(1);
-        CHECK(all_equal(buffer->address(), buffer->size(), 0x5EEDu));
+        CHECK(all_equal(buffer->device_address(), buffer->size_bytes(), 0x5EEDu));
     }
     CHECK(before.live_delta() == 0);
 }

@@ -50,6 +50,7 @@ using cudyn::FileDescriptor;
 using cudyn::InterprocessEvent;
 using cudyn::IpcEventDescriptor;
 using cudyn::IpcMemDescriptor;
+using cudyn::export_ipc_memory;
 using cudyn::OpenedMem;
 using cudyn_test::activate;
 using cudyn_test::ChildChecks;
@@ -82,10 +83,10 @@ int consumer_role(int, char**) {
         auto event_descriptor = receive_descriptor<IpcEventDescriptor>(channel, kEventDescriptor);
         if (!ok(check, memory, "memory descriptor") || !ok(check, event_descriptor, "event descriptor")) return;
         check.expect(!memory->exported_by_this_process(), "the descriptor is the parent's");
-        auto opened = OpenedMem::open(*memory);
-        auto event = InterprocessEvent::open(*event_descriptor);
+        auto opened = open_ipc_memory(*memory);
+        auto event = open_ipc_event(*event_descriptor);
         if (!ok(check, opened, "OpenedMem::open") || !ok(check, event, "InterprocessEvent::open")) return;
-        check.expect(opened->size() == kSharedBytes && opened->data() == opened->base() + kOffset,
+        check.expect(opened->size_bytes() == kSharedBytes && opened->device_address() == opened->base_address() + kOffset,
                      "the shared part is base + offset");
         check.expect(live_allocations() == live + 2, "the opened memory and event count as live IPC objects");
         // The CUDA 10.1 fake has only the 4.1 ABI; newer ones get the _v2 entry.
@@ -101,13 +102,13 @@ int consumer_role(int, char**) {
         // Blocks until the producer's work completes, in the other process.
         const cudyn::Stream stream = cudyn::Stream::legacy_default();
         ok(check, event->wait(stream), "wait on the stream");
-        check.expect(same_words(opened->data(), kSharedBytes, kSecond), "the producer's work is visible after the wait");
+        check.expect(same_words(opened->device_address(), kSharedBytes, kSecond), "the producer's work is visible after the wait");
         auto complete_now = event->query();
         check.expect(complete_now.has_value() && *complete_now, "the record completed");
         // The reply goes through the opened memory's DeviceSpan: its second half.
-        auto words = opened->device_span<std::uint32_t>();
+        auto words = opened->device_span_as<std::uint32_t>();
         if (!ok(check, words, "OpenedMem::device_span")) return;
-        check.expect(words->data() == opened->data() && words->size() == kSharedBytes / 4,
+        check.expect(words->device_address() == opened->device_address() && words->size() == kSharedBytes / 4,
                      "the span is the shared part");
         auto second_half = words->subspan(words->size() / 2, words->size() / 2);
         if (!ok(check, second_half, "subspan")) return;
@@ -125,9 +126,9 @@ int open_twice_role(int, char**) {
     return run_role("ipc-open-twice", [](ChildChecks& check, FdChannel& channel) {
         auto memory = receive_descriptor<IpcMemDescriptor>(channel, kMemDescriptor);
         if (!ok(check, memory, "memory descriptor")) return;
-        auto first = OpenedMem::open(*memory);
+        auto first = open_ipc_memory(*memory);
         if (!ok(check, first, "first open")) return;
-        auto second = OpenedMem::open(*memory);
+        auto second = open_ipc_memory(*memory);
         check.expect(!second.has_value() && second.error().code == ErrorCode::InvalidArgument &&
                          second.error().message.find("already open") != std::string::npos,
                      "a second open is refused: " + (second ? std::string("it worked") : describe(second.error())));
@@ -139,17 +140,17 @@ int open_twice_role(int, char**) {
                                                                                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         check.expect(driver == CUDA_ERROR_ALREADY_MAPPED, "the driver answers ALREADY_MAPPED to a second open");
         ok(check, first->close(), "close");
-        auto again = OpenedMem::open(*memory);
+        auto again = open_ipc_memory(*memory);
         ok(check, again, "open after close");
         ok(check, again->close(), "close again");
         auto set_fail = probe<PFN_fakecuda_set_fail>("fakecuda_set_fail");
         if (!check.expect(set_fail != nullptr, "fakecuda_set_fail")) return;
         set_fail("cuIpcOpenMemHandle");
-        auto failed = OpenedMem::open(*memory);
+        auto failed = open_ipc_memory(*memory);
         set_fail("");
         check.expect(!failed.has_value() && failed.error().code == ErrorCode::OutOfMemory,
                      "an injected failure is reported");
-        ok(check, OpenedMem::open(*memory), "a failed open leaves no claim behind");
+        ok(check, open_ipc_memory(*memory), "a failed open leaves no claim behind");
         ok(check, send_tag(channel, kDone), "send 'done'");
     });
 }
@@ -175,7 +176,7 @@ int open_churn_role(int, char**) {
             threads.emplace_back([&] {
                 (void)cudyn::call_driver(&cudyn::DriverTable::cuCtxSetCurrent_v4000, context);
                 while (std::chrono::steady_clock::now() < until) {
-                    auto one = OpenedMem::open(*memory);
+                    auto one = open_ipc_memory(*memory);
                     if (one) {
                         ++opened;
                         if (!one->close()) ++close_errors;
@@ -206,14 +207,14 @@ int open_unchecked_role(int, char**) {
         if (!check.expect(set_fail != nullptr, "fakecuda_set_fail")) return;
         const long live = live_allocations();
         set_fail("cuMemGetAddressRange");
-        auto unchecked = OpenedMem::open(*memory);
+        auto unchecked = open_ipc_memory(*memory);
         set_fail("");
         check.expect(!unchecked.has_value() && unchecked.error().code == ErrorCode::OutOfMemory &&
                          unchecked.error().message.find("could not check") != std::string::npos,
                      "an open whose size cannot be checked fails: " +
                          (unchecked ? std::string("it opened") : describe(unchecked.error())));
         check.expect(live_allocations() == live, "the failed open left nothing open");
-        auto checked = OpenedMem::open(*memory);
+        auto checked = open_ipc_memory(*memory);
         ok(check, checked, "open after the failure");
         if (checked) ok(check, checked->close(), "close");
         ok(check, send_tag(channel, kDone), "send 'done'");
@@ -226,7 +227,7 @@ int open_gone_role(int, char**) {
     return run_role("ipc-open-gone", [](ChildChecks& check, FdChannel& channel) {
         auto memory = receive_descriptor<IpcMemDescriptor>(channel, kMemDescriptor);
         if (!ok(check, memory, "memory descriptor")) return;
-        auto opened = OpenedMem::open(*memory);
+        auto opened = open_ipc_memory(*memory);
         const std::string text = opened ? std::string("it opened") : describe(opened.error());
         check.expect(!opened && opened.error().driver_result == CUDA_ERROR_INVALID_VALUE &&
                          text.find("freed the memory") != std::string::npos,
@@ -243,8 +244,8 @@ int export_and_die_role(int, char**) {
         auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(1024);
         auto event = InterprocessEvent::create();
         if (!ok(check, buffer, "allocate") || !ok(check, event, "event")) return;
-        auto memory = IpcMemDescriptor::export_buffer(*buffer);
-        auto event_descriptor = event->export_handle();
+        auto memory = export_ipc_memory(*buffer);
+        auto event_descriptor = export_ipc_event(*event);
         if (!ok(check, memory, "export memory") || !ok(check, event_descriptor, "export event")) return;
         hold_events(true);
         ok(check, event->record(cudyn::Stream::legacy_default()), "record");
@@ -312,20 +313,20 @@ TEST_CASE("IPC descriptors round-trip; malformed bytes are InvalidArgument befor
     const DriverSnapshot before;
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kWords));
-        auto shared = take(IpcMemDescriptor::export_range(buffer.data() + kOffset, kSharedBytes));
-        CHECK(shared.offset() == kOffset);
-        CHECK(shared.size() == kSharedBytes);
-        CHECK(shared.allocation_size() == buffer.bytes());
+        auto shared = take(export_ipc_memory(buffer.device_address() + kOffset, kSharedBytes));
+        CHECK(shared.offset_bytes() == kOffset);
+        CHECK(shared.size_bytes() == kSharedBytes);
+        CHECK(shared.allocation_size_bytes() == buffer.size_bytes());
         CHECK(shared.exporter_pid() == static_cast<std::uint64_t>(::getpid()));
         CHECK(shared.exported_by_this_process());
         const auto bytes = shared.to_bytes();
         auto back = take(IpcMemDescriptor::from_bytes(bytes.data(), bytes.size()));
         CHECK(back.handle() == shared.handle());
-        CHECK(back.offset() == kOffset);
+        CHECK(back.offset_bytes() == kOffset);
         CHECK(back.to_bytes() == bytes);
-        auto whole = take(IpcMemDescriptor::export_buffer(buffer));
+        auto whole = take(export_ipc_memory(buffer));
         CHECK(whole.handle() == shared.handle());  // the handle names the base allocation
-        CHECK(whole.offset() == 0);
+        CHECK(whole.offset_bytes() == 0);
 
         const DriverSnapshot untouched({"cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcOpenEventHandle"});
         const auto parse = [](std::vector<std::uint8_t> data) {
@@ -358,7 +359,7 @@ TEST_CASE("IPC descriptors round-trip; malformed bytes are InvalidArgument befor
         require_error(cudyn::IpcMemHandle::from_bytes(good.data(), 63), ErrorCode::InvalidArgument, "63 bytes");
         // Bytes of another record kind are refused by their magic.
         auto event = take(InterprocessEvent::create());
-        const auto event_bytes = take(event.export_handle()).to_bytes();
+        const auto event_bytes = take(export_ipc_event(event)).to_bytes();
         require_error(IpcMemDescriptor::from_bytes(event_bytes.data(), event_bytes.size()), ErrorCode::InvalidArgument,
                       "wrong magic");
         require_error(IpcEventDescriptor::from_bytes(bytes.data(), bytes.size()), ErrorCode::InvalidArgument,
@@ -368,13 +369,13 @@ TEST_CASE("IPC descriptors round-trip; malformed bytes are InvalidArgument befor
         untouched.require_untouched();
 
         // Bad exports: before the driver, or the driver's refusal with a hint.
-        require_error(IpcMemDescriptor::export_range(buffer.data(), 0), ErrorCode::InvalidArgument, "non-zero");
-        require_error(IpcMemDescriptor::export_range(buffer.data() + 4, buffer.bytes()), ErrorCode::InvalidArgument,
+        require_error(export_ipc_memory(buffer.device_address(), 0), ErrorCode::InvalidArgument, "non-zero");
+        require_error(export_ipc_memory(buffer.device_address() + 4, buffer.size_bytes()), ErrorCode::InvalidArgument,
                       "runs past the allocation");
-        require_error(IpcMemDescriptor::export_buffer(cudyn::DeviceBuffer<std::uint32_t>{}),
+        require_error(export_ipc_memory(cudyn::DeviceBuffer<std::uint32_t>{}),
                       ErrorCode::InvalidArgument, "empty");
         auto pinned = take(cudyn::PinnedBuffer<std::uint32_t>::allocate(1024));
-        require_error(IpcMemDescriptor::export_range(reinterpret_cast<CUdeviceptr>(pinned.data()), 4096),
+        require_error(export_ipc_memory(reinterpret_cast<CUdeviceptr>(pinned.data()), 4096),
                       ErrorCode::Driver, "not cuMemAlloc memory");
     }
     CHECK(before.live_delta() == 0);
@@ -386,15 +387,15 @@ TEST_CASE("opening a handle in the process that exported it is InvalidArgument, 
     const DriverSnapshot before({"cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcOpenEventHandle"});
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(IpcMemDescriptor::export_buffer(buffer));
-        require_error(OpenedMem::open(shared), ErrorCode::InvalidArgument, "exported by this process");
+        auto shared = take(export_ipc_memory(buffer));
+        require_error(open_ipc_memory(shared), ErrorCode::InvalidArgument, "exported by this process");
         auto event = take(InterprocessEvent::create());
-        require_error(InterprocessEvent::open(take(event.export_handle())), ErrorCode::InvalidArgument,
+        require_error(open_ipc_event(take(export_ipc_event(event))), ErrorCode::InvalidArgument,
                       "exported by this process");
         // An empty or moved-from event says so.
         InterprocessEvent moved = std::move(event);
         require_error(event.record(cudyn::Stream::legacy_default()), ErrorCode::InvalidArgument, "empty");
-        require_error(event.export_handle(), ErrorCode::InvalidArgument, "empty");
+        require_error(export_ipc_event(event), ErrorCode::InvalidArgument, "empty");
         CHECK(take(moved.query()));
     }
     before.require_untouched();
@@ -407,11 +408,11 @@ TEST_CASE("IPC exports honour injected driver failures and leak nothing", "[emul
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
         {
             ScopedFault fault("cuIpcGetMemHandle");
-            require_error(IpcMemDescriptor::export_buffer(buffer), ErrorCode::OutOfMemory, "cuIpcGetMemHandle");
+            require_error(export_ipc_memory(buffer), ErrorCode::OutOfMemory, "cuIpcGetMemHandle");
         }
         {
             ScopedFault fault("cuMemGetAddressRange:1:CUDA_ERROR_INVALID_VALUE");
-            require_error(IpcMemDescriptor::export_range(buffer.data(), 64), ErrorCode::Driver, "cuMemGetAddressRange");
+            require_error(export_ipc_memory(buffer.device_address(), 64), ErrorCode::Driver, "cuMemGetAddressRange");
         }
         {
             ScopedFault fault("cuEventCreate");
@@ -420,7 +421,7 @@ TEST_CASE("IPC exports honour injected driver failures and leak nothing", "[emul
         auto event = take(InterprocessEvent::create());
         {
             ScopedFault fault("cuIpcGetEventHandle:1:CUDA_ERROR_INVALID_HANDLE");
-            require_error(event.export_handle(), ErrorCode::Driver, "cuIpcGetEventHandle");
+            require_error(export_ipc_event(event), ErrorCode::Driver, "cuIpcGetEventHandle");
         }
         {
             ScopedFault fault("cuEventRecord:1:CUDA_ERROR_INVALID_HANDLE");
@@ -442,9 +443,9 @@ TEST_CASE("the fake answers IPC calls as the driver does", "[emulated][cuda11][l
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
         CUipcMemHandle handle{};
-        CHECK(cu.cuIpcGetMemHandle_v4010(nullptr, buffer.data()) == CUDA_ERROR_INVALID_VALUE);
-        CHECK(cu.cuIpcGetMemHandle_v4010(&handle, buffer.data() + 256) == CUDA_ERROR_INVALID_VALUE);  // not the base
-        REQUIRE(cu.cuIpcGetMemHandle_v4010(&handle, buffer.data()) == CUDA_SUCCESS);
+        CHECK(cu.cuIpcGetMemHandle_v4010(nullptr, buffer.device_address()) == CUDA_ERROR_INVALID_VALUE);
+        CHECK(cu.cuIpcGetMemHandle_v4010(&handle, buffer.device_address() + 256) == CUDA_ERROR_INVALID_VALUE);  // not the base
+        REQUIRE(cu.cuIpcGetMemHandle_v4010(&handle, buffer.device_address()) == CUDA_SUCCESS);
         CUdeviceptr opened = 0;
         CHECK(cu.cuIpcOpenMemHandle_v4010(&opened, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ==
               CUDA_ERROR_INVALID_CONTEXT);  // in the exporting process
@@ -453,7 +454,7 @@ TEST_CASE("the fake answers IPC calls as the driver does", "[emulated][cuda11][l
         std::memset(&garbage, 0x5a, sizeof garbage);
         CHECK(cu.cuIpcOpenMemHandle_v4010(&opened, garbage, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ==
               CUDA_ERROR_INVALID_VALUE);
-        CHECK(cu.cuIpcCloseMemHandle_v4010(buffer.data()) == CUDA_ERROR_INVALID_VALUE);  // not opened memory
+        CHECK(cu.cuIpcCloseMemHandle_v4010(buffer.device_address()) == CUDA_ERROR_INVALID_VALUE);  // not opened memory
 
         CUevent plain = nullptr;
         REQUIRE(cu.cuEventCreate_v2000(&plain, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
@@ -477,9 +478,9 @@ TEST_CASE("two processes share cuMemAlloc memory; an IPC event orders producer a
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kWords));
         require_ok(buffer.fill(kFirst));
-        auto shared = take(IpcMemDescriptor::export_range(buffer.data() + kOffset, kSharedBytes));
+        auto shared = take(export_ipc_memory(buffer.device_address() + kOffset, kSharedBytes));
         auto event = take(InterprocessEvent::create());
-        auto event_descriptor = take(event.export_handle());
+        auto event_descriptor = take(export_ipc_event(event));
 
         ParentSide side = start_child("ipc-consumer");
         require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
@@ -493,17 +494,17 @@ TEST_CASE("two processes share cuMemAlloc memory; an IPC event orders producer a
             CHECK_FALSE(take(event.query()));
             std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the consumer is blocked in its wait now
             // The producer's "GPU work", finished only now, then completed.
-            require_ok(set_words(buffer.data() + kOffset, kSharedBytes, kSecond));
+            require_ok(set_words(buffer.device_address() + kOffset, kSharedBytes, kSecond));
             held.release();
         }
         CHECK(take(event.query()));
         (void)take(side.channel.receive(kDone, kStep));
         CHECK(side.child.wait(kChildTimeout) == 0);
         // The consumer's write, seen here; nothing outside the shared part touched.
-        CHECK(cudyn_test::all_equal(buffer.data() + kOffset, kSharedBytes / 2, kSecond));
-        CHECK(cudyn_test::all_equal(buffer.data() + kOffset + kSharedBytes / 2, kSharedBytes / 2, kReply));
-        CHECK(cudyn_test::all_equal(buffer.data(), kOffset, kFirst));
-        CHECK(cudyn_test::all_equal(buffer.data() + kOffset + kSharedBytes, buffer.bytes() - kOffset - kSharedBytes,
+        CHECK(cudyn_test::all_equal(buffer.device_address() + kOffset, kSharedBytes / 2, kSecond));
+        CHECK(cudyn_test::all_equal(buffer.device_address() + kOffset + kSharedBytes / 2, kSharedBytes / 2, kReply));
+        CHECK(cudyn_test::all_equal(buffer.device_address(), kOffset, kFirst));
+        CHECK(cudyn_test::all_equal(buffer.device_address() + kOffset + kSharedBytes, buffer.size_bytes() - kOffset - kSharedBytes,
                                     kFirst));
     }
     CHECK(before.live_delta() == 0);
@@ -519,7 +520,7 @@ void share_buffer_with(const char* role, std::chrono::milliseconds step = kStep)
     const DriverSnapshot before;
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(IpcMemDescriptor::export_buffer(buffer));
+        auto shared = take(export_ipc_memory(buffer));
         ParentSide side = start_child(role);
         require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
         (void)take(side.channel.receive(kDone, step));
@@ -547,7 +548,7 @@ TEST_CASE("a handle of freed memory gives a clear error in the other process", "
     const DriverSnapshot before;
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(IpcMemDescriptor::export_buffer(buffer));
+        auto shared = take(export_ipc_memory(buffer));
         require_ok(buffer.free());
         ParentSide side = start_child("ipc-open-gone");
         require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
@@ -567,7 +568,7 @@ TEST_CASE("an exporter that dies: its handles fail to open, a wait on its pendin
         auto memory = take(receive_descriptor<IpcMemDescriptor>(side.channel, kMemDescriptor));
         auto event_descriptor = take(receive_descriptor<IpcEventDescriptor>(side.channel, kEventDescriptor));
         // Opened while the exporter lives: the record is pending (held there).
-        auto event = take(InterprocessEvent::open(event_descriptor));
+        auto event = take(open_ipc_event(event_descriptor));
         CHECK_FALSE(take(event.query()));
         require_ok(send_tag(side.channel, kDone));  // the exporter may die now
         CHECK(side.child.wait(kChildTimeout) == 0);
@@ -576,8 +577,8 @@ TEST_CASE("an exporter that dies: its handles fail to open, a wait on its pendin
         require_error(waited, ErrorCode::Driver, "cuEventSynchronize");
         CHECK(waited.error().driver_result == CUDA_ERROR_LAUNCH_FAILED);
         require_error(event.wait(cudyn::Stream::legacy_default()), ErrorCode::Driver, "cuStreamWaitEvent");
-        require_error(OpenedMem::open(memory), ErrorCode::Driver, "exited");
-        require_error(InterprocessEvent::open(event_descriptor), ErrorCode::Driver, "exited");
+        require_error(open_ipc_memory(memory), ErrorCode::Driver, "exited");
+        require_error(open_ipc_event(event_descriptor), ErrorCode::Driver, "exited");
         // The channel says the peer closed.
         require_error(side.channel.receive(std::chrono::milliseconds(500)), ErrorCode::Io, "closed the channel");
         require_ok(event.destroy());

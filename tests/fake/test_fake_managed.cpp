@@ -1,4 +1,4 @@
-// Managed memory on the fake drivers: UnifiedBuffer, advice, MigrationPolicy,
+// Managed memory on the fake drivers: ManagedBuffer, advice, MigrationPolicy,
 // prefetch and PrefetchPlan. The emulated driver (13.0) serves advice and
 // prefetch through the CUmemLocation entries (_v2) and the batch entry; cuda11
 // and legacy only have the v1 entries, where the host is CU_DEVICE_CPU and
@@ -18,12 +18,12 @@
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/location.hpp"
-#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/managed_range.hpp"
 #include "cudyn/memory_info.hpp"
 #include "cudyn/migration_policy.hpp"
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -72,24 +72,24 @@ int range_attribute(CUmem_range_attribute attribute, CUdeviceptr pointer, std::s
 struct ManagedFixture {
     cudyn::PrimaryContext context = activate(0);
     cudyn::Stream stream = make_stream();
-    cudyn::UnifiedBuffer<std::uint32_t> buffer;
-    cudyn::ManagedMemoryHints hints = make();
+    cudyn::ManagedBuffer<std::uint32_t> buffer;
+    cudyn::ManagedRange hints = make();
 
     static cudyn::Stream make_stream() {
         auto created = cudyn::Stream::create();
         REQUIRE(created.has_value());
         return std::move(*created);
     }
-    cudyn::ManagedMemoryHints make() {
-        auto allocated = cudyn::UnifiedBuffer<std::uint32_t>::allocate(4096);  // 16 KiB: four fake pages
+    cudyn::ManagedRange make() {
+        auto allocated = cudyn::ManagedBuffer<std::uint32_t>::allocate(4096);  // 16 KiB: four fake pages
         REQUIRE(allocated.has_value());
         buffer = std::move(*allocated);
-        auto whole = buffer.hints();
+        auto whole = buffer.managed_range();
         REQUIRE(whole.has_value());
         FakeDriver::loaded().clear_logs();
         return *whole;
     }
-    CUdeviceptr base() const { return buffer.device_pointer(); }
+    CUdeviceptr base() const { return buffer.device_address(); }
 };
 
 // The [managed-partial] topic's machine: device 0 with concurrent managed
@@ -107,31 +107,31 @@ void require_partial_concurrent_access() {
 
 }  // namespace
 
-// --- UnifiedBuffer -----------------------------------------------------------------------------
+// --- ManagedBuffer -----------------------------------------------------------------------------
 
-TEST_CASE("UnifiedBuffer: host and device reach the same managed memory", "[emulated][cuda11][legacy][managed]") {
+TEST_CASE("ManagedBuffer: host and device reach the same managed memory", "[emulated][cuda11][legacy][managed]") {
     auto context = activate(0);
     const DriverSnapshot before;
     {
-        auto buffer = cudyn::UnifiedBuffer<std::uint32_t>::allocate(1024);
+        auto buffer = cudyn::ManagedBuffer<std::uint32_t>::allocate(1024);
         REQUIRE(buffer.has_value());
         CHECK(buffer->size() == 1024);
         CHECK(buffer->attach() == cudyn::ManagedAttach::Global);
-        CHECK(buffer->device_pointer() == static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer->data())));
+        CHECK(buffer->device_address() == static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(buffer->data())));
         CHECK(before.live_delta() == 1);
         for (std::size_t i = 0; i < buffer->size(); ++i) (*buffer)[i] = static_cast<std::uint32_t>(i + 11);
 
         // The device reads what the host wrote, and the host sees device writes.
         auto device = cudyn::DeviceBuffer<std::uint32_t>::allocate(1024);
         REQUIRE(device.has_value());
-        REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoD_v3020, device->data(), buffer->device_pointer(),
-                                   buffer->bytes())
+        REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoD_v3020, device->device_address(), buffer->device_address(),
+                                   buffer->size_bytes())
                     .has_value());
         std::vector<std::uint32_t> back(1024);
         REQUIRE(device->copy_to(back).has_value());
         CHECK(back[0] == 11);
         CHECK(back[1023] == 1034);
-        REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, buffer->device_pointer() + 4, 99u,
+        REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, buffer->device_address() + 4, 99u,
                                    std::size_t{2})
                     .has_value());
         CHECK((*buffer)[0] == 11);
@@ -144,41 +144,41 @@ TEST_CASE("UnifiedBuffer: host and device reach the same managed memory", "[emul
         CHECK(attributes->is_managed);
         CHECK(attributes->device_ordinal == 0);
 
-        auto host_attached = cudyn::UnifiedBuffer<double>::allocate(16, cudyn::ManagedAttach::Host);
+        auto host_attached = cudyn::ManagedBuffer<double>::allocate(16, cudyn::ManagedAttach::Host);
         REQUIRE(host_attached.has_value());
         CHECK(host_attached->attach() == cudyn::ManagedAttach::Host);
-        auto part = buffer->hints(100, 20);
+        auto part = buffer->managed_range(100, 20);
         REQUIRE(part.has_value());
-        CHECK(part->base() == buffer->device_pointer() + 400);
-        CHECK(part->bytes() == 80);
+        CHECK(part->device_address() == buffer->device_address() + 400);
+        CHECK(part->size_bytes() == 80);
     }
     CHECK(before.live_delta() == 0);
 }
 
-TEST_CASE("UnifiedBuffer: bad input, use after move and driver failures leak nothing",
+TEST_CASE("ManagedBuffer: bad input, use after move and driver failures leak nothing",
           "[emulated][cuda11][legacy][managed]") {
     auto context = activate(0);
     const DriverSnapshot before({"cuMemAllocManaged"});
-    require_error(cudyn::UnifiedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument,
+    require_error(cudyn::ManagedBuffer<std::uint32_t>::allocate(0), ErrorCode::InvalidArgument,
                   "count must be non-zero");
-    require_error(cudyn::UnifiedBuffer<std::uint64_t>::allocate(std::numeric_limits<std::size_t>::max() / 8 + 1),
+    require_error(cudyn::ManagedBuffer<std::uint64_t>::allocate(std::numeric_limits<std::size_t>::max() / 8 + 1),
                   ErrorCode::InvalidArgument, "overflows");
     before.require_untouched();
     {
         ScopedFault fault("cuMemAllocManaged");
-        require_error(cudyn::UnifiedBuffer<std::uint32_t>::allocate(10), ErrorCode::OutOfMemory, "cuMemAllocManaged");
+        require_error(cudyn::ManagedBuffer<std::uint32_t>::allocate(10), ErrorCode::OutOfMemory, "cuMemAllocManaged");
     }
     CHECK(before.live_delta() == 0);
 
-    auto buffer = cudyn::UnifiedBuffer<std::uint32_t>::allocate(10);
+    auto buffer = cudyn::ManagedBuffer<std::uint32_t>::allocate(10);
     REQUIRE(buffer.has_value());
-    require_error(buffer->hints(5, 6), ErrorCode::InvalidArgument, "offset 5 + count 6 exceeds the size 10");
-    require_error(buffer->hints(0, 0), ErrorCode::InvalidArgument, "count must be non-zero");
-    cudyn::UnifiedBuffer<std::uint32_t> moved = std::move(*buffer);
+    require_error(buffer->managed_range(5, 6), ErrorCode::InvalidArgument, "offset 5 + count 6 exceeds the size 10");
+    require_error(buffer->managed_range(0, 0), ErrorCode::InvalidArgument, "count must be non-zero");
+    cudyn::ManagedBuffer<std::uint32_t> moved = std::move(*buffer);
     CHECK(buffer->data() == nullptr);
-    CHECK(buffer->device_pointer() == 0);
-    require_error(buffer->hints(), ErrorCode::InvalidArgument, "moved from");
-    CHECK(moved.hints().has_value());
+    CHECK(buffer->device_address() == 0);
+    require_error(buffer->managed_range(), ErrorCode::InvalidArgument, "moved from");
+    CHECK(moved.managed_range().has_value());
     CHECK(before.live_delta() == 1);
     REQUIRE(moved.free().has_value());
     CHECK(before.live_delta() == 0);
@@ -189,7 +189,7 @@ TEST_CASE("UnifiedBuffer: bad input, use after move and driver failures leak not
 TEST_CASE("advice through cuMemAdvise_v2 records exactly the location asked", "[emulated][managed]") {
     const FakeDriver& fake = FakeDriver::loaded();
     ManagedFixture f;
-    const std::size_t bytes = f.hints.bytes();
+    const std::size_t bytes = f.hints.size_bytes();
     REQUIRE(f.hints.set_read_mostly().has_value());
     REQUIRE(f.hints.set_preferred_location(Location::host()).has_value());
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, f.base(), bytes) == kHost);
@@ -237,7 +237,7 @@ TEST_CASE("advice on a v1-only driver: host is CU_DEVICE_CPU, NUMA is NotSupport
     auto sub = f.hints.subrange(4096, 8192);
     REQUIRE(sub.has_value());
     REQUIRE(sub->set_preferred_location(Location::host()).has_value());
-    CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, sub->base(), sub->bytes()) == CU_DEVICE_CPU);
+    CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, sub->device_address(), sub->size_bytes()) == CU_DEVICE_CPU);
     REQUIRE(sub->set_accessed_by(Location::device(1)).has_value());
     REQUIRE(fake.advice_count() == 2);
     check_record(fake.advice(0), "cuMemAdvise", f.base() + 4096, 8192, kHost, CU_DEVICE_CPU);
@@ -259,7 +259,7 @@ TEST_CASE("MigrationPolicy gives exactly the policy in one call; PreferHost is t
           "[emulated][cuda11][legacy][managed]") {
     const FakeDriver& fake = FakeDriver::loaded();
     ManagedFixture f;
-    const std::size_t bytes = f.hints.bytes();
+    const std::size_t bytes = f.hints.size_bytes();
     const auto applied = [&](const cudyn::MigrationPolicy& policy, CUmem_advise first, CUmem_advise second, int type,
                              int id) {
         INFO(policy.describe());
@@ -325,15 +325,15 @@ TEST_CASE("advice locations and ranges are checked before the driver", "[emulate
     CHECK(fake.advice_count() == 0);
     before.require_untouched();
 
-    require_error(cudyn::ManagedMemoryHints::over(0, 16), ErrorCode::InvalidArgument, "base is a null pointer");
-    require_error(cudyn::ManagedMemoryHints::over(f.base(), 0), ErrorCode::InvalidArgument, "bytes must be non-zero");
-    require_error(cudyn::ManagedMemoryHints::over(~CUdeviceptr{0} - 8, 16), ErrorCode::InvalidArgument, "wraps");
+    require_error(cudyn::ManagedRange::over(0, 16), ErrorCode::InvalidArgument, "base is a null pointer");
+    require_error(cudyn::ManagedRange::over(f.base(), 0), ErrorCode::InvalidArgument, "bytes must be non-zero");
+    require_error(cudyn::ManagedRange::over(~CUdeviceptr{0} - 8, 16), ErrorCode::InvalidArgument, "wraps");
     require_error(f.hints.subrange(16384, 1), ErrorCode::InvalidArgument, "exceeds the size 16384");
 
     // The driver decides whether memory is managed: device memory is refused by it.
     auto device = cudyn::DeviceBuffer<std::uint32_t>::allocate(16);
     REQUIRE(device.has_value());
-    auto not_managed = cudyn::ManagedMemoryHints::over(device->data(), device->bytes());
+    auto not_managed = cudyn::ManagedRange::over(device->device_address(), device->size_bytes());
     REQUIRE(not_managed.has_value());
     auto refused = not_managed->set_read_mostly();
     REQUIRE_FALSE(refused.has_value());
@@ -346,7 +346,7 @@ TEST_CASE("advice locations and ranges are checked before the driver", "[emulate
 TEST_CASE("prefetch through cuMemPrefetchAsync_v2 records exactly the location and stream", "[emulated][prefetch]") {
     const FakeDriver& fake = FakeDriver::loaded();
     ManagedFixture f;
-    const std::size_t bytes = f.hints.bytes();
+    const std::size_t bytes = f.hints.size_bytes();
     const auto last_prefetch = [&](CUmem_range_attribute attribute) {
         return range_attribute(attribute, f.base(), bytes);
     };
@@ -380,7 +380,7 @@ TEST_CASE("prefetch on a v1-only driver: host is CU_DEVICE_CPU, NUMA is NotSuppo
     REQUIRE(f.hints.prefetch_to(Location::host(), f.stream).has_value());
     REQUIRE(f.hints.prefetch_range(8192, 4096, Location::device(1), f.stream).has_value());
     REQUIRE(fake.prefetch_count() == 2);
-    check_record(fake.prefetch(0), "cuMemPrefetchAsync", f.base(), f.hints.bytes(), kHost, CU_DEVICE_CPU);
+    check_record(fake.prefetch(0), "cuMemPrefetchAsync", f.base(), f.hints.size_bytes(), kHost, CU_DEVICE_CPU);
     CHECK(fake.prefetch(0).stream == reinterpret_cast<std::uintptr_t>(f.stream.handle()));
     check_record(fake.prefetch(1), "cuMemPrefetchAsync", f.base() + 8192, 4096, kDevice, 1);
     CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, f.base() + 8192, 4096) == 1);
@@ -477,8 +477,8 @@ TEST_CASE("prefetch to a device without concurrent managed access is NotSupporte
     CHECK(other.has_value());
     CHECK(before.calls_since(prefetch_entry()) == 2);
     REQUIRE(fake.prefetch_count() == 2);
-    check_record(fake.prefetch(0), prefetch_entry(), f.base(), f.hints.bytes(), kHost, host_id());
-    check_record(fake.prefetch(1), prefetch_entry(), f.base(), f.hints.bytes(), kDevice, 0);
+    check_record(fake.prefetch(0), prefetch_entry(), f.base(), f.hints.size_bytes(), kHost, host_id());
+    check_record(fake.prefetch(1), prefetch_entry(), f.base(), f.hints.size_bytes(), kDevice, 0);
 }
 
 // --- PrefetchPlan ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include "../support/catch.hpp"
 #include "../support/fake_driver.hpp"
 #include "../support/fake_memory_helpers.hpp"
+#include "../support/vmm_helpers.hpp"  // take
 
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/driver_call.hpp"
@@ -13,7 +14,7 @@
 #include "cudyn/memory_info.hpp"
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -60,9 +61,9 @@ TEST_CASE("DeviceBuffer round-trips data synchronously and on a stream", "[emula
         auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(1000);
         REQUIRE(buffer.has_value());
         CHECK(buffer->size() == 1000);
-        CHECK(buffer->bytes() == 4000);
-        CHECK(buffer->device_pointer() == buffer->data());
-        CHECK(buffer->data() != 0);
+        CHECK(buffer->size_bytes() == 4000);
+        CHECK(buffer->device_address() == buffer->device_address());
+        CHECK(buffer->device_address() != 0);
         CHECK(before.live_delta() == 1);
 
         const auto values = iota_vector(1000, 7);
@@ -71,19 +72,19 @@ TEST_CASE("DeviceBuffer round-trips data synchronously and on a stream", "[emula
         REQUIRE(buffer->copy_to(back).has_value());
         CHECK(back == values);
 
-        // Offsets are in elements, on both sides.
+        // Part of a buffer is a subspan of its view; offsets are in elements.
         const std::vector<std::uint32_t> patch = {900, 901, 902};
-        REQUIRE(buffer->copy_from(patch, 10).has_value());
+        REQUIRE(take(buffer->device_span().subspan(10, patch.size())).copy_from(patch).has_value());
         std::vector<std::uint32_t> window(5, 0);
-        REQUIRE(buffer->copy_to(window, 9).has_value());
+        REQUIRE(take(buffer->device_span().subspan(9, window.size())).copy_to(window).has_value());
         CHECK(window == std::vector<std::uint32_t>{16, 900, 901, 902, 20});
 
         auto stream = cudyn::Stream::create();
         REQUIRE(stream.has_value());
         const auto other = iota_vector(1000, 50000);
-        REQUIRE(buffer->copy_from_async(other, *stream).has_value());
+        REQUIRE(buffer->copy_from(other, *stream).has_value());
         std::vector<std::uint32_t> async_back(1000, 0);
-        REQUIRE(buffer->copy_to_async(async_back, stream->handle()).has_value());
+        REQUIRE(buffer->copy_to(async_back, stream->handle()).has_value());
         REQUIRE(stream->synchronize().has_value());
         CHECK(async_back == other);
         CHECK(fake.call_count("cuMemcpyHtoDAsync_v2") >= 1);
@@ -93,24 +94,24 @@ TEST_CASE("DeviceBuffer round-trips data synchronously and on a stream", "[emula
         auto copy = cudyn::DeviceBuffer<std::uint32_t>::allocate(1000);
         REQUIRE(copy.has_value());
         REQUIRE(copy->copy_from(*buffer).has_value());
-        CHECK(read_device(copy->data(), 1000) == other);
-        REQUIRE(copy->copy_from_async(*buffer, *stream).has_value());
+        CHECK(read_device(copy->device_address(), 1000) == other);
+        REQUIRE(copy->copy_from(*buffer, *stream).has_value());
         REQUIRE(copy->fill(0xDEADBEEFu).has_value());
-        CHECK(read_device(copy->data(), 1000) == std::vector<std::uint32_t>(1000, 0xDEADBEEFu));
-        REQUIRE(copy->fill_async(5u, *stream).has_value());
+        CHECK(read_device(copy->device_address(), 1000) == std::vector<std::uint32_t>(1000, 0xDEADBEEFu));
+        REQUIRE(copy->fill(5u, *stream).has_value());
         REQUIRE(stream->synchronize().has_value());
-        CHECK(read_device(copy->data(), 1000) == std::vector<std::uint32_t>(1000, 5u));
+        CHECK(read_device(copy->device_address(), 1000) == std::vector<std::uint32_t>(1000, 5u));
         REQUIRE(copy->set_bytes(0x01).has_value());
-        CHECK(read_device(copy->data(), 1000) == std::vector<std::uint32_t>(1000, 0x01010101u));
-        REQUIRE(copy->set_bytes_async(0x02, *stream).has_value());
+        CHECK(read_device(copy->device_address(), 1000) == std::vector<std::uint32_t>(1000, 0x01010101u));
+        REQUIRE(copy->set_bytes(0x02, *stream).has_value());
         REQUIRE(stream->synchronize().has_value());
-        CHECK(read_device(copy->data(), 1) == std::vector<std::uint32_t>{0x02020202u});
+        CHECK(read_device(copy->device_address(), 1) == std::vector<std::uint32_t>{0x02020202u});
 
         // 4-byte elements of another type fill by their bits.
         auto floats = cudyn::DeviceBuffer<float>::allocate(4);
         REQUIRE(floats.has_value());
         REQUIRE(floats->fill(1.0f).has_value());
-        CHECK(read_device(floats->data(), 1) == std::vector<std::uint32_t>{0x3F800000u});
+        CHECK(read_device(floats->device_address(), 1) == std::vector<std::uint32_t>{0x3F800000u});
         CHECK(before.live_delta() == 3);
     }
     CHECK(before.live_delta() == 0);
@@ -138,10 +139,11 @@ TEST_CASE("DeviceBuffer rejects bad input before the driver, leaking nothing",
                   "source is empty");
     require_error(buffer->copy_to(cudyn::HostSpan<std::uint32_t>(nullptr, 4)), ErrorCode::InvalidArgument,
                   "destination has a null data pointer");
-    require_error(buffer->copy_from(host, 1), ErrorCode::InvalidArgument, "offset 1 + count 16 exceeds the size 16");
-    require_error(buffer->copy_to(host, std::numeric_limits<std::size_t>::max()), ErrorCode::InvalidArgument, "offset");
-    require_error(buffer->copy_from_async(host, cudyn::Stream::legacy_default(), 8), ErrorCode::InvalidArgument,
-                  "offset 8");
+    require_error(buffer->device_span().subspan(1, 16), ErrorCode::InvalidArgument, "run past the 16 of the span");
+    require_error(buffer->device_span().subspan(std::numeric_limits<std::size_t>::max(), 1),
+                  ErrorCode::InvalidArgument, "run past");
+    require_error(take(buffer->device_span().subspan(8, 8)).copy_from(host, cudyn::Stream::legacy_default()),
+                  ErrorCode::InvalidArgument, "count 16 exceeds the size 8");
 
     auto bigger = cudyn::DeviceBuffer<std::uint32_t>::allocate(17);
     REQUIRE(bigger.has_value());
@@ -151,7 +153,7 @@ TEST_CASE("DeviceBuffer rejects bad input before the driver, leaking nothing",
     // Use after move: the moved-from buffer is empty and refuses every operation.
     cudyn::DeviceBuffer<std::uint32_t> moved = std::move(*buffer);
     CHECK(buffer->empty());
-    CHECK(buffer->data() == 0);
+    CHECK(buffer->device_address() == 0);
     CHECK(buffer->size() == 0);
     CHECK_FALSE(moved.empty());
     require_error(buffer->copy_from(host), ErrorCode::InvalidArgument, "moved from");
@@ -189,7 +191,7 @@ TEST_CASE("DeviceBuffer: driver failures leak nothing; free() reports; destructo
     const DriverSnapshot before;
     auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(8);
     REQUIRE(buffer.has_value());
-    const CUdeviceptr address = buffer->data();
+    const CUdeviceptr address = buffer->device_address();
     {
         ScopedFault fault("cuMemFree_v2:1:CUDA_ERROR_INVALID_VALUE");
         auto freed = buffer->free();
@@ -197,7 +199,7 @@ TEST_CASE("DeviceBuffer: driver failures leak nothing; free() reports; destructo
         CHECK(freed.error().entry_point == "cuMemFree_v2");
         // Still the owner (the driver still holds the memory): unchanged, and free() can be retried.
         CHECK_FALSE(buffer->empty());
-        CHECK(buffer->data() == address);
+        CHECK(buffer->device_address() == address);
     }
     CHECK(before.live_delta() == 1);
     REQUIRE(buffer->free().has_value());
@@ -208,7 +210,7 @@ TEST_CASE("DeviceBuffer: driver failures leak nothing; free() reports; destructo
     // everything; the destructor stays silent and lets go.
     auto dying = cudyn::DeviceBuffer<std::uint32_t>::allocate(8);
     REQUIRE(dying.has_value());
-    const CUdeviceptr dying_address = dying->data();
+    const CUdeviceptr dying_address = dying->device_address();
     const long asked = fake.call_count("cuCtxGetCurrent") + fake.call_count("cuMemFree_v2");
     fake.set_deinitialized(true);
     { cudyn::DeviceBuffer<std::uint32_t> last = std::move(*dying); }
@@ -249,8 +251,8 @@ TEST_CASE("PinnedBuffer: host memory the device copies from, flags as asked",
         auto attributes = cudyn::pointer_attributes(pinned->data());
         REQUIRE(attributes.has_value());
         CHECK(attributes->memory_type == cudyn::MemoryType::Host);
-        CHECK(attributes->host_pointer == pinned->data());
-        CHECK(attributes->range_size == pinned->bytes());
+        CHECK(attributes->host_address == pinned->data());
+        CHECK(attributes->range_size_bytes == pinned->size_bytes());
 
         cudyn::PinnedBuffer<std::uint32_t> moved = std::move(*pinned);
         CHECK(pinned->data() == nullptr);
@@ -281,21 +283,21 @@ TEST_CASE("MappedBuffer: host writes are what the device reads, and back", "[emu
         REQUIRE(mapped.has_value());
         CHECK(mapped->flags().device_mapped);
         CHECK_FALSE(mapped->flags().write_combined);
-        CHECK(mapped->device_pointer() != 0);
+        CHECK(mapped->device_address() != 0);
         CHECK(before.live_delta() == 1);
         for (std::size_t i = 0; i < 64; ++i) mapped->span()[i] = static_cast<std::uint32_t>(1000 + i);
-        CHECK(read_device(mapped->device_pointer(), 64) == iota_vector(64, 1000));
+        CHECK(read_device(mapped->device_address(), 64) == iota_vector(64, 1000));
         // A device-side write lands in the host's view.
-        REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, mapped->device_pointer(), 77u,
+        REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32_v3020, mapped->device_address(), 77u,
                                    std::size_t{64})
                     .has_value());
         CHECK((*mapped)[0] == 77u);
         CHECK((*mapped)[63] == 77u);
 
-        auto attributes = cudyn::pointer_attributes(mapped->device_pointer());
+        auto attributes = cudyn::pointer_attributes(mapped->device_address());
         REQUIRE(attributes.has_value());
-        CHECK(attributes->device_pointer == mapped->device_pointer());
-        CHECK(attributes->host_pointer == mapped->data());
+        CHECK(attributes->device_address == mapped->device_address());
+        CHECK(attributes->host_address == mapped->data());
 
         auto portable = cudyn::MappedBuffer<std::uint32_t>::allocate(8, cudyn::PinnedFlags{true, false, false});
         REQUIRE(portable.has_value());
@@ -348,9 +350,9 @@ TEST_CASE("MappedBuffer: bad input and a failure of each driver call leak nothin
     auto mapped = cudyn::MappedBuffer<std::uint32_t>::allocate(4);
     REQUIRE(mapped.has_value());
     cudyn::MappedBuffer<std::uint32_t> moved = std::move(*mapped);
-    CHECK(mapped->device_pointer() == 0);
+    CHECK(mapped->device_address() == 0);
     CHECK(mapped->data() == nullptr);
-    CHECK(moved.device_pointer() != 0);
+    CHECK(moved.device_address() != 0);
 }
 
 // --- HostRegistration ---------------------------------------------------------------------------
@@ -364,9 +366,9 @@ TEST_CASE("HostRegistration: caller memory registered, mapped, unregistered on d
     {
         auto plain = cudyn::HostRegistration::register_span(cudyn::HostSpan<std::uint32_t>(memory));
         REQUIRE(plain.has_value());
-        CHECK(plain->host_pointer() == memory.data());
-        CHECK(plain->bytes() == memory.size() * 4);
-        CHECK(plain->device_pointer() == 0);  // not device_mapped
+        CHECK(plain->host_address() == memory.data());
+        CHECK(plain->size_bytes() == memory.size() * 4);
+        CHECK(plain->device_address() == 0);  // not device_mapped
         CHECK(before.live_delta() == 1);
         auto attributes = cudyn::pointer_attributes(memory.data());
         REQUIRE(attributes.has_value());
@@ -382,23 +384,23 @@ TEST_CASE("HostRegistration: caller memory registered, mapped, unregistered on d
         // The device may use the host address itself...
         auto same = cudyn::HostRegistration::register_memory(memory.data(), memory.size() * 4, mapped_flags);
         REQUIRE(same.has_value());
-        CHECK(same->device_pointer() == static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.data())));
-        CHECK(read_device(same->device_pointer(), 512) == memory);
+        CHECK(same->device_address() == static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.data())));
+        CHECK(read_device(same->device_address(), 512) == memory);
     }
     fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0);
     {
-        // ...or only a different one: device_pointer() is what it must be given.
+        // ...or only a different one: device_address() is what it must be given.
         auto aliased = cudyn::HostRegistration::register_memory(memory.data(), memory.size() * 4, mapped_flags);
         REQUIRE(aliased.has_value());
-        CHECK(aliased->device_pointer() != 0);
-        CHECK(aliased->device_pointer() != static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.data())));
-        CHECK(read_device(aliased->device_pointer(), 512) == memory);
+        CHECK(aliased->device_address() != 0);
+        CHECK(aliased->device_address() != static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.data())));
+        CHECK(read_device(aliased->device_address(), 512) == memory);
         memory[5] = 12345;
-        CHECK(read_device(aliased->device_pointer() + 5 * 4, 1) == std::vector<std::uint32_t>{12345});
+        CHECK(read_device(aliased->device_address() + 5 * 4, 1) == std::vector<std::uint32_t>{12345});
 
         cudyn::HostRegistration moved = std::move(*aliased);
         CHECK(aliased->empty());
-        CHECK(aliased->device_pointer() == 0);
+        CHECK(aliased->device_address() == 0);
         CHECK(aliased->unregister().has_value());  // no-op when empty
         REQUIRE(moved.unregister().has_value());
         CHECK(moved.empty());
@@ -506,29 +508,29 @@ TEST_CASE("pointer attributes: type, device, managed, allocation range", "[emula
     auto context0 = activate(0);
     auto device = cudyn::DeviceBuffer<std::uint32_t>::allocate(100);
     REQUIRE(device.has_value());
-    auto inside = cudyn::pointer_attributes(device->data() + 40);
+    auto inside = cudyn::pointer_attributes(device->device_address() + 40);
     REQUIRE(inside.has_value());
     CHECK(inside->known());
     CHECK(inside->memory_type == cudyn::MemoryType::Device);
     CHECK(inside->device_ordinal == 0);
     CHECK_FALSE(inside->is_managed);
-    CHECK(inside->range_base == device->data());
-    CHECK(inside->range_size == device->bytes());
-    CHECK(inside->device_pointer == device->data() + 40);
+    CHECK(inside->range_base == device->device_address());
+    CHECK(inside->range_size_bytes == device->size_bytes());
+    CHECK(inside->device_address == device->device_address() + 40);
     CHECK(inside->context == context0.handle());
 
-    auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(10);
+    auto managed = cudyn::ManagedBuffer<std::uint32_t>::allocate(10);
     REQUIRE(managed.has_value());
-    auto managed_attributes = cudyn::pointer_attributes(managed->device_pointer());
+    auto managed_attributes = cudyn::pointer_attributes(managed->device_address());
     REQUIRE(managed_attributes.has_value());
     CHECK(managed_attributes->is_managed);
-    CHECK(managed_attributes->range_size == managed->bytes());
+    CHECK(managed_attributes->range_size_bytes == managed->size_bytes());
 
     {
         auto context1 = activate(1);
         auto on_device1 = cudyn::DeviceBuffer<std::uint32_t>::allocate(4);
         REQUIRE(on_device1.has_value());
-        auto attributes1 = cudyn::pointer_attributes(on_device1->data());
+        auto attributes1 = cudyn::pointer_attributes(on_device1->device_address());
         REQUIRE(attributes1.has_value());
         CHECK(attributes1->device_ordinal == 1);
     }
@@ -543,7 +545,7 @@ TEST_CASE("pointer attributes: type, device, managed, allocation range", "[emula
     CHECK(std::string(cudyn::to_string(unknown->memory_type)) == "unknown");
 
     ScopedFault fault("cuPointerGetAttributes");
-    auto failed = cudyn::pointer_attributes(device->data());
+    auto failed = cudyn::pointer_attributes(device->device_address());
     REQUIRE_FALSE(failed.has_value());
     CHECK(failed.error().entry_point == "cuPointerGetAttributes");
 }

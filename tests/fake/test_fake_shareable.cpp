@@ -62,13 +62,13 @@ const std::vector<cudyn::AccessGrant> kDevice0 = {{Location::device(0), AccessFl
 // Maps imported memory, checks the exporter's bytes, writes the reply into the
 // second half, and unmaps: what a consumer does with either kind of handle.
 void use_imported(ChildChecks& check, const PhysicalMemory& memory) {
-    check.expect(memory.size() == kBytes && memory.granularity() == 2 * kMiB, "size and granularity carried over");
+    check.expect(memory.size_bytes() == kBytes && memory.granularity() == 2 * kMiB, "size and granularity carried over");
     auto range = AddressRange::reserve(kBytes);
     if (!ok(check, range, "reserve")) return;
     auto mapping = MappedRange::map(*range, 0, memory, kDevice0);
     if (!ok(check, mapping, "map the imported memory")) return;
-    check.expect(same_words(mapping->address(), kBytes / 2, kFirst), "the exporter's bytes are visible");
-    ok(check, set_words(mapping->address() + kBytes / 2, kBytes / 2, kReply), "write the reply");
+    check.expect(same_words(mapping->device_address(), kBytes / 2, kFirst), "the exporter's bytes are visible");
+    ok(check, set_words(mapping->device_address() + kBytes / 2, kBytes / 2, kReply), "write the reply");
 }
 
 // Receives a POSIX descriptor with its metadata, imports it, uses it.
@@ -78,7 +78,7 @@ int fd_consumer_role(int, char**) {
         {
             auto received = cudyn::receive_posix_fd(channel, kStep);
             if (!ok(check, received, "receive_posix_fd")) return;
-            check.expect(received->info.size == kBytes &&
+            check.expect(received->info.size_bytes == kBytes &&
                              received->info.handle_type == HandleType::PosixFileDescriptor,
                          "the metadata came with the descriptor");
             const int received_fd = received->fd.get();
@@ -119,7 +119,7 @@ Exported make_exported(HandleType types) {
     auto range = take(AddressRange::reserve(kBytes));
     auto memory = take(PhysicalMemory::create(props, kBytes));
     auto mapping = take(MappedRange::map(range, 0, memory, kDevice0));
-    cudyn_test::fill32(mapping.address(), kBytes, kFirst);
+    cudyn_test::fill32(mapping.device_address(), kBytes, kFirst);
     return Exported{std::move(range), std::move(memory), std::move(mapping)};
 }
 
@@ -134,7 +134,7 @@ TEST_CASE("a PhysicalMemory passed as a POSIX fd maps in another process; both s
         Exported exporter = make_exported(HandleType::PosixFileDescriptor);
         auto exported = take(cudyn::export_posix_fd(exporter.memory));
         CHECK(exported.fd.valid());
-        CHECK(exported.info.size == kBytes);
+        CHECK(exported.info.size_bytes == kBytes);
         CHECK(exported.info.granularity == 2 * kMiB);
         CHECK(exported.info.handle_type == HandleType::PosixFileDescriptor);
 
@@ -143,8 +143,8 @@ TEST_CASE("a PhysicalMemory passed as a POSIX fd maps in another process; both s
         require_ok(exported.fd.close());  // the child holds its own copy now
         (void)take(side.channel.receive(kDone, kStep));
         CHECK(side.child.wait(kChildTimeout) == 0);
-        CHECK(cudyn_test::all_equal(exporter.mapping.address(), kBytes / 2, kFirst));
-        CHECK(cudyn_test::all_equal(exporter.mapping.address() + kBytes / 2, kBytes / 2, kReply));
+        CHECK(cudyn_test::all_equal(exporter.mapping.device_address(), kBytes / 2, kFirst));
+        CHECK(cudyn_test::all_equal(exporter.mapping.device_address() + kBytes / 2, kBytes / 2, kReply));
     }
     CHECK(before.live_delta() == 0);
     CHECK(open_descriptors() == descriptors);
@@ -157,7 +157,7 @@ TEST_CASE("a fabric handle imports in another process and maps like any other", 
         CHECK(take(cudyn::probe_fabric_support(take(cudyn::Device::get(0)))));
         Exported exporter = make_exported(HandleType::Fabric);
         auto descriptor = take(cudyn::export_fabric(exporter.memory));
-        CHECK(descriptor.info().size == kBytes);
+        CHECK(descriptor.info().size_bytes == kBytes);
         const auto bytes = descriptor.to_bytes();
         CHECK(take(FabricDescriptor::from_bytes(bytes.data(), bytes.size())).handle() == descriptor.handle());
 
@@ -165,7 +165,7 @@ TEST_CASE("a fabric handle imports in another process and maps like any other", 
         require_ok(send_bytes(side.channel, kRawBytes, bytes));
         (void)take(side.channel.receive(kDone, kStep));
         CHECK(side.child.wait(kChildTimeout) == 0);
-        CHECK(cudyn_test::all_equal(exporter.mapping.address() + kBytes / 2, kBytes / 2, kReply));
+        CHECK(cudyn_test::all_equal(exporter.mapping.device_address() + kBytes / 2, kBytes / 2, kReply));
     }
     CHECK(before.live_delta() == 0);
 }
@@ -244,10 +244,10 @@ TEST_CASE("shareable handles: bad input is InvalidArgument, failures leak neithe
                                                      info});
         };
         ShareableMemoryInfo bad = good;
-        bad.size = 0;
+        bad.size_bytes = 0;
         require_error(import_with(bad), ErrorCode::InvalidArgument, "size is 0");
         bad = good;
-        bad.size = good.size + 4096;
+        bad.size_bytes = good.size_bytes + 4096;
         require_error(import_with(bad), ErrorCode::InvalidArgument, "not a multiple of the granularity");
         bad = good;
         bad.handle_type = HandleType::PosixFileDescriptor | HandleType::Fabric;
@@ -256,7 +256,7 @@ TEST_CASE("shareable handles: bad input is InvalidArgument, failures leak neithe
         bad.handle_type = HandleType::Fabric;
         require_error(import_with(bad), ErrorCode::InvalidArgument, "metadata is for a fabric handle");
         bad = good;
-        bad.size = 2 * good.size;  // larger than the file behind the descriptor
+        bad.size_bytes = 2 * good.size_bytes;  // larger than the file behind the descriptor
         require_error(import_with(bad), ErrorCode::InvalidArgument, "the metadata says");
         require_error(cudyn::import_posix_fd(ExportedFd{FileDescriptor(), good}), ErrorCode::InvalidArgument,
                       "descriptor is empty");
@@ -264,7 +264,7 @@ TEST_CASE("shareable handles: bad input is InvalidArgument, failures leak neithe
 
         // Records: malformed bytes.
         const auto bytes = good.to_bytes();
-        CHECK(take(ShareableMemoryInfo::from_bytes(bytes.data(), bytes.size())).size == good.size);
+        CHECK(take(ShareableMemoryInfo::from_bytes(bytes.data(), bytes.size())).size_bytes == good.size_bytes);
         require_error(ShareableMemoryInfo::from_bytes(bytes.data(), bytes.size() - 1), ErrorCode::InvalidArgument,
                       "length");
         auto forged = bytes;
@@ -286,7 +286,7 @@ TEST_CASE("shareable handles: bad input is InvalidArgument, failures leak neithe
         auto again = take(import_with(good));
         auto range = take(AddressRange::reserve(kBytes));
         auto mapping = take(MappedRange::map(range, 0, again, kDevice0));
-        CHECK(cudyn_test::all_equal(mapping.address(), kBytes, kFirst));
+        CHECK(cudyn_test::all_equal(mapping.device_address(), kBytes, kFirst));
 
         // The channel helpers: a message without a descriptor is refused.
         auto ends = take(cudyn::FdChannel::pair());
@@ -305,7 +305,7 @@ TEST_CASE("legacy driver: shareable handles are NotSupported, naming the entry",
     FileDescriptor file(::memfd_create("cudyn-test", MFD_CLOEXEC));
     REQUIRE(::ftruncate(file.get(), static_cast<off_t>(2 * kMiB)) == 0);
     ShareableMemoryInfo info;
-    info.size = 2 * kMiB;
+    info.size_bytes = 2 * kMiB;
     info.granularity = 2 * kMiB;
     info.handle_type = HandleType::PosixFileDescriptor;
     require_error(cudyn::import_posix_fd(ExportedFd{std::move(file), info}), ErrorCode::NotSupported,

@@ -63,7 +63,7 @@ TEST_CASE("the fake models the hazard: unmapping under pending work fails the co
         auto mapping = take(cudyn::MappedRange::map(range, 0, memory, {{Location::device(0), AccessFlags::ReadWrite}}));
         const Stream stream = non_blocking_stream();
         const ScopedStreamDelay slow(kSlow);
-        pending_fill(mapping.address(), 2 * kMiB, kStamp, stream);
+        pending_fill(mapping.device_address(), 2 * kMiB, kStamp, stream);
         // The raw unmap, as a program without cudyn's wait would do it.
         mapping.set_teardown(Teardown::CallerSynchronized);
         require_ok(mapping.unmap());
@@ -87,7 +87,7 @@ TEST_CASE("the issue's reproduction: grow, fill, destroy leaves the context heal
     {
         auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 64 * kMiB));
         require_ok(buffer.grow_to(8 * kMiB));
-        auto words = take(buffer.device_span<std::uint32_t>());
+        auto words = take(buffer.device_span_as<std::uint32_t>());
         require_ok(words.fill(kStamp));  // synchronous: done when it returns
         CHECK(FakeDriver::loaded().pending_work() == 0);
     }
@@ -97,8 +97,8 @@ TEST_CASE("the issue's reproduction: grow, fill, destroy leaves the context heal
         const Stream stream = non_blocking_stream();
         auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 64 * kMiB));
         require_ok(buffer.grow_to(8 * kMiB));
-        auto words = take(buffer.device_span<std::uint32_t>());
-        require_ok(words.fill_async(kStamp, stream));
+        auto words = take(buffer.device_span_as<std::uint32_t>());
+        require_ok(words.fill(kStamp, stream));
         REQUIRE(FakeDriver::loaded().pending_work() > 0);
     }
     CHECK(FakeDriver::loaded().pending_work() == 0);
@@ -113,29 +113,29 @@ TEST_CASE("GrowableBuffer: shrink and release wait; the saved bytes include pend
     const ScopedStreamDelay slow(kSlow);
     auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 64 * kMiB));
     require_ok(buffer.grow_to(6 * kMiB));
-    require_ok(buffer.device_span<std::uint32_t>()->fill(1u));
+    require_ok(buffer.device_span_as<std::uint32_t>()->fill(1u));
 
     // Work on the last chunk still pending: shrink_to waits for it, the first
     // chunks keep their bytes.
-    pending_fill(buffer.address() + 4 * kMiB, 2 * kMiB, 2u, stream);
+    pending_fill(buffer.device_address() + 4 * kMiB, 2 * kMiB, 2u, stream);
     require_ok(buffer.shrink_to(4 * kMiB));
     CHECK(context_error() == 0);
-    CHECK(all_equal(buffer.address(), 4 * kMiB, 1u));
+    CHECK(all_equal(buffer.device_address(), 4 * kMiB, 1u));
 
     // A fill pending when release_physical(Save) starts is in what it saved.
-    pending_fill(buffer.address(), 4 * kMiB, 3u, stream);
+    pending_fill(buffer.device_address(), 4 * kMiB, 3u, stream);
     require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
     CHECK(context_error() == 0);
     require_ok(buffer.restore());
-    CHECK(all_equal(buffer.address(), 4 * kMiB, 3u));
+    CHECK(all_equal(buffer.device_address(), 4 * kMiB, 3u));
 
     // CallerSynchronized: the caller waits itself, then cudyn unmaps at once.
     buffer.set_teardown(Teardown::CallerSynchronized);
-    pending_fill(buffer.address(), 4 * kMiB, 4u, stream);
+    pending_fill(buffer.device_address(), 4 * kMiB, 4u, stream);
     require_ok(stream.synchronize());
     require_ok(buffer.shrink_to(2 * kMiB));
     CHECK(context_error() == 0);
-    CHECK(all_equal(buffer.address(), 2 * kMiB, 4u));
+    CHECK(all_equal(buffer.device_address(), 2 * kMiB, 4u));
 }
 
 TEST_CASE("MappedRange waits for work on every device it granted access to", "[emulated][teardown]") {
@@ -150,7 +150,7 @@ TEST_CASE("MappedRange waits for work on every device it granted access to", "[e
         // Device 1's work on the mapping, pending, from its own context.
         auto on_one = activate(1);
         const Stream stream = non_blocking_stream();
-        pending_fill(mapping.address(), 2 * kMiB, kStamp, stream);
+        pending_fill(mapping.device_address(), 2 * kMiB, kStamp, stream);
         require_ok(on_zero.make_current());
         require_ok(mapping.unmap());  // from device 0's context
         CHECK(FakeDriver::loaded().pending_work() == 0);
@@ -173,12 +173,12 @@ TEST_CASE("owners whose driver release waits: freeing under pending work is safe
         {
             auto pinned = take(cudyn::PinnedBuffer<std::uint32_t>::allocate(1024));
             for (std::uint32_t& word : pinned) word = kStamp;
-            require_ok(device.copy_from_async(pinned.span(), stream));
+            require_ok(device.copy_from(pinned.span(), stream));
         }
         CHECK(context_error() == 0);
-        CHECK(all_equal(device.data(), 4096, kStamp));
+        CHECK(all_equal(device.device_address(), 4096, kStamp));
         // A fill pending when the device buffer is freed: cuMemFree waits.
-        require_ok(device.fill_async(1u, stream));
+        require_ok(device.fill(1u, stream));
         require_ok(device.free());
         CHECK(FakeDriver::loaded().pending_work() == 0);
     }

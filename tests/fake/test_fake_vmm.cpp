@@ -103,32 +103,32 @@ TEST_CASE("two mappings of one physical allocation see the same bytes", "[emulat
     {
         auto range = take(AddressRange::reserve(8 * kMiB));
         auto memory = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
-        CHECK(memory.size() == 2 * kMiB);
+        CHECK(memory.size_bytes() == 2 * kMiB);
         CHECK(memory.granularity() == 2 * kMiB);
         CHECK(memory.handle() != 0);
         auto first = take(MappedRange::map(range, 0, memory, {{Location::device(0), kRW}}));
         auto second = take(MappedRange::map(range, 4 * kMiB, memory, {{Location::device(0), kRW}}));
-        CHECK(first.address() == range.address());
-        CHECK(second.address() == range.address() + 4 * kMiB);
-        CHECK(second.offset() == 4 * kMiB);
+        CHECK(first.device_address() == range.device_address());
+        CHECK(second.device_address() == range.device_address() + 4 * kMiB);
+        CHECK(second.offset_bytes() == 4 * kMiB);
         CHECK(range.mapping_count() == 2);
 
-        cudyn_test::fill32(first.address(), 2 * kMiB, 0xC0FFEEu);
-        CHECK(cudyn_test::all_equal(second.address(), 2 * kMiB, 0xC0FFEEu));
-        cudyn_test::fill32(second.address() + kMiB, 4, 7u);
-        CHECK(cudyn_test::read32(first.address() + kMiB, 4)[0] == 7u);
+        cudyn_test::fill32(first.device_address(), 2 * kMiB, 0xC0FFEEu);
+        CHECK(cudyn_test::all_equal(second.device_address(), 2 * kMiB, 0xC0FFEEu));
+        cudyn_test::fill32(second.device_address() + kMiB, 4, 7u);
+        CHECK(cudyn_test::read32(first.device_address() + kMiB, 4)[0] == 7u);
         // The fake's device memory is host memory: the host sees the bytes too.
         std::uint32_t word = 0;
-        std::memcpy(&word, reinterpret_cast<const void*>(first.address()), sizeof word);
+        std::memcpy(&word, reinterpret_cast<const void*>(first.device_address()), sizeof word);
         CHECK(word == 0xC0FFEEu);
 
         // The mappings as DeviceSpans: a copy from one lands in the other's bytes.
-        auto first_words = take(first.device_span<std::uint32_t>());
-        auto second_words = take(second.device_span<std::uint32_t>());
-        CHECK(first_words.data() == first.address());
+        auto first_words = take(first.device_span_as<std::uint32_t>());
+        auto second_words = take(second.device_span_as<std::uint32_t>());
+        CHECK(first_words.device_address() == first.device_address());
         CHECK(first_words.size() == 2 * kMiB / 4);
         require_ok(first_words.fill(5u));
-        CHECK(cudyn_test::all_equal(second.address(), 2 * kMiB, 5u));
+        CHECK(cudyn_test::all_equal(second.device_address(), 2 * kMiB, 5u));
         std::vector<std::uint32_t> back(4);
         require_ok(take(second_words.subspan(second_words.size() - 4, 4)).copy_to(back));
         CHECK(back == std::vector<std::uint32_t>(4, 5u));
@@ -159,8 +159,8 @@ TEST_CASE("teardown is unmap, release, free whatever order the owners die in", "
         CHECK(memory.empty());
         CHECK(calls.calls_since("cuMemAddressFree") == 0);
         CHECK(calls.calls_since("cuMemRelease") == 0);
-        cudyn_test::fill32(mapping.address(), 2 * kMiB, 5u);  // still mapped and usable
-        CHECK(cudyn_test::all_equal(mapping.address(), 2 * kMiB, 5u));
+        cudyn_test::fill32(mapping.device_address(), 2 * kMiB, 5u);  // still mapped and usable
+        CHECK(cudyn_test::all_equal(mapping.device_address(), 2 * kMiB, 5u));
         require_ok(mapping.unmap());
         CHECK(calls.calls_since("cuMemUnmap") == 1);
         CHECK(calls.calls_since("cuMemRelease") == 1);
@@ -187,7 +187,7 @@ TEST_CASE("teardown is unmap, release, free whatever order the owners die in", "
         auto mapping = take(MappedRange::map(range, 0, memory, {{Location::device(0), kRW}}));
         MappedRange moved = std::move(mapping);
         CHECK(mapping.empty());
-        CHECK(moved.size() == 2 * kMiB);
+        CHECK(moved.size_bytes() == 2 * kMiB);
         MappedRange assigned;
         assigned = std::move(moved);
         CHECK(range.mapping_count() == 1);
@@ -335,10 +335,10 @@ TEST_CASE("multi-GPU: memory on device 1 written from device 0", "[emulated][cud
         CHECK(take(mapping.access(Location::device(0))) == kRW);
         {
             auto on_zero = activate(0);
-            cudyn_test::fill32(mapping.address(), 2 * kMiB, 0x600DF00Du);
+            cudyn_test::fill32(mapping.device_address(), 2 * kMiB, 0x600DF00Du);
         }
         auto on_one = activate(1);
-        CHECK(cudyn_test::all_equal(mapping.address(), 2 * kMiB, 0x600DF00Du));
+        CHECK(cudyn_test::all_equal(mapping.device_address(), 2 * kMiB, 0x600DF00Du));
     }
     {
         // No peer path from 0 to 1: a clear NotSupported, nothing mapped.
@@ -364,7 +364,7 @@ TEST_CASE("access None really faults, in a child process", "[emulated][cuda11][v
     auto range = take(AddressRange::reserve(4 * kMiB));
     auto memory = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
     auto mapping = take(MappedRange::map(range, 0, memory));
-    const auto address = static_cast<std::uintptr_t>(mapping.address());
+    const auto address = static_cast<std::uintptr_t>(mapping.device_address());
     // A fresh mapping is inaccessible until access is set, like the driver's.
     CHECK(cudyn_test::touch_in_child(address, false) == SIGSEGV);
     require_ok(mapping.set_access(Location::device(0), kRW));
@@ -377,7 +377,7 @@ TEST_CASE("access None really faults, in a child process", "[emulated][cuda11][v
     // Reserved but unmapped addresses fault too, and the driver refuses copies there.
     CHECK(cudyn_test::touch_in_child(address + 2 * kMiB, false) == SIGSEGV);
     std::uint32_t word = 0;
-    CHECK_FALSE(cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoH_v3020, &word, mapping.address(), sizeof word)
+    CHECK_FALSE(cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoH_v3020, &word, mapping.device_address(), sizeof word)
                     .has_value());
 }
 
@@ -418,8 +418,8 @@ TEST_CASE("host NUMA physical memory mapped for a device", "[emulated][vmm]") {
         auto memory = take(PhysicalMemory::create(props, 2 * kMiB));
         CHECK(memory.properties()->location() == Location::host_numa(1));
         auto mapping = take(MappedRange::map(range, 0, memory, {{Location::device(0), kRW}}));
-        cudyn_test::fill32(mapping.address(), 2 * kMiB, 3u);
-        CHECK(cudyn_test::all_equal(mapping.address(), 2 * kMiB, 3u));
+        cudyn_test::fill32(mapping.device_address(), 2 * kMiB, 3u);
+        CHECK(cudyn_test::all_equal(mapping.device_address(), 2 * kMiB, 3u));
     }
     CHECK(before.live_delta() == 0);
 }
@@ -435,7 +435,7 @@ TEST_CASE("the fake's shareable handles: POSIX fd and fabric import the same byt
         auto range = take(AddressRange::reserve(8 * kMiB));
         auto memory = take(PhysicalMemory::create(props, 2 * kMiB));
         auto mapping = take(MappedRange::map(range, 0, memory, {{Location::device(0), kRW}}));
-        cudyn_test::fill32(mapping.address(), 2 * kMiB, 0xABCDu);
+        cudyn_test::fill32(mapping.device_address(), 2 * kMiB, 0xABCDu);
 
         CUmemAllocationProp got{};
         require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemGetAllocationPropertiesFromHandle_v10020, &got,
@@ -452,7 +452,7 @@ TEST_CASE("the fake's shareable handles: POSIX fd and fabric import the same byt
                                       reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
         ::close(fd);
-        const CUdeviceptr second = range.address() + 4 * kMiB;
+        const CUdeviceptr second = range.device_address() + 4 * kMiB;
         require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemMap_v10020, second, 2 * kMiB, std::size_t{0}, imported,
                                       0ULL));
         const CUmemAccessDesc rw = cudyn::AccessGrant{Location::device(0), kRW}.to_cu();
@@ -467,7 +467,7 @@ TEST_CASE("the fake's shareable handles: POSIX fd and fabric import the same byt
             require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemImportFromShareableHandle_v10020, &from_fabric,
                                           static_cast<void*>(&blob), CU_MEM_HANDLE_TYPE_FABRIC));
             CHECK(from_fabric != imported);
-            const CUdeviceptr third = range.address() + 2 * kMiB;
+            const CUdeviceptr third = range.device_address() + 2 * kMiB;
             require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemMap_v10020, third, 2 * kMiB, std::size_t{0},
                                           from_fabric, 0ULL));
             require_ok(

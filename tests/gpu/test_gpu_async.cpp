@@ -96,15 +96,15 @@ TEST_CASE("synchronous fills and copies are done when they return", "[gpu][async
     // 1 GiB takes the device ~0.3 ms: a call that returned early would leave
     // the reader most of it unwritten.
     require_ok(front.fill(3u));
-    CHECK(kernel_sum(kernels, front.data(), words, reader, counter.data()) == static_cast<std::uint32_t>(3u * words));
+    CHECK(kernel_sum(kernels, front.device_address(), words, reader, counter.device_address()) == static_cast<std::uint32_t>(3u * words));
     require_ok(back.copy_from(front));
-    CHECK(kernel_sum(kernels, back.data(), words, reader, counter.data()) == static_cast<std::uint32_t>(3u * words));
+    CHECK(kernel_sum(kernels, back.device_address(), words, reader, counter.device_address()) == static_cast<std::uint32_t>(3u * words));
     require_ok(buffer.set_bytes(0x01));
-    CHECK(kernel_sum(kernels, back.data(), words, reader, counter.data()) ==
+    CHECK(kernel_sum(kernels, back.device_address(), words, reader, counter.device_address()) ==
           static_cast<std::uint32_t>(0x01010101u * words));
     const std::vector<std::uint32_t> host(words, 5u);
     require_ok(front.copy_from(host));  // pageable: the driver may return once staged
-    CHECK(kernel_sum(kernels, front.data(), words, reader, counter.data()) == static_cast<std::uint32_t>(5u * words));
+    CHECK(kernel_sum(kernels, front.device_address(), words, reader, counter.device_address()) == static_cast<std::uint32_t>(5u * words));
     require_healthy();
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("the reproduction: grow to 4 GiB, fill, let it go; the context stays h
     {
         auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 8 * kGiB));
         require_ok(buffer.grow_to(4 * kGiB));
-        require_ok(take(buffer.device_span<std::uint32_t>()).fill(0xC0FFEEu));
+        require_ok(take(buffer.device_span_as<std::uint32_t>()).fill(0xC0FFEEu));
     }
     require_healthy();
     {
@@ -122,7 +122,7 @@ TEST_CASE("the reproduction: grow to 4 GiB, fill, let it go; the context stays h
         const Stream stream = take(Stream::create(false));
         auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 8 * kGiB));
         require_ok(buffer.grow_to(4 * kGiB));
-        require_ok(take(buffer.device_span<std::uint32_t>()).fill_async(0xC0FFEEu, stream));
+        require_ok(take(buffer.device_span_as<std::uint32_t>()).fill(0xC0FFEEu, stream));
     }
     require_healthy();
 }
@@ -139,7 +139,7 @@ TEST_CASE("unmapping, releasing and freeing under a running kernel wait for it",
         {
             auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), bytes));
             require_ok(buffer.grow_to(bytes));
-            require_ok(kernels.delayed_fill_u32(buffer.address(), words, 1u, kKernelDelayNs, stream.handle()));
+            require_ok(kernels.delayed_fill_u32(buffer.device_address(), words, 1u, kKernelDelayNs, stream.handle()));
             const auto start = std::chrono::steady_clock::now();
             buffer = GrowableBuffer();  // the old one is destroyed here
             CHECK(ms_since(start) > 100.0);  // it waited for the kernel
@@ -149,32 +149,32 @@ TEST_CASE("unmapping, releasing and freeing under a running kernel wait for it",
     SECTION("GrowableBuffer shrunk and released with its bytes saved") {
         auto buffer = take(GrowableBuffer::create(AllocationProperties::device(0), 2 * bytes));
         require_ok(buffer.grow_to(2 * bytes));
-        require_ok(kernels.delayed_fill_u32(buffer.address() + bytes, words, 2u, kKernelDelayNs, stream.handle()));
+        require_ok(kernels.delayed_fill_u32(buffer.device_address() + bytes, words, 2u, kKernelDelayNs, stream.handle()));
         require_ok(buffer.shrink_to(bytes));
         require_healthy();
-        require_ok(kernels.delayed_fill_u32(buffer.address(), words, 7u, kKernelDelayNs, stream.handle()));
+        require_ok(kernels.delayed_fill_u32(buffer.device_address(), words, 7u, kKernelDelayNs, stream.handle()));
         require_ok(buffer.release_physical(GrowableBuffer::Contents::Save));
         require_healthy();
         require_ok(buffer.restore());
-        CHECK(kernel_sum(kernels, buffer.address(), words, stream, counter.data()) ==
+        CHECK(kernel_sum(kernels, buffer.device_address(), words, stream, counter.device_address()) ==
               static_cast<std::uint32_t>(7u * words));
     }
     SECTION("DeviceBuffer freed (the driver's cuMemFree waits)") {
         auto buffer = take(DeviceBuffer<std::uint32_t>::allocate(words));
-        require_ok(kernels.delayed_fill_u32(buffer.data(), words, 1u, kKernelDelayNs, stream.handle()));
+        require_ok(kernels.delayed_fill_u32(buffer.device_address(), words, 1u, kKernelDelayNs, stream.handle()));
         require_ok(buffer.free());
         require_healthy();
     }
     SECTION("PinnedBuffer freed under a copy out of it (cuMemFreeHost waits)") {
         auto device = take(DeviceBuffer<std::uint32_t>::allocate(words));
-        require_ok(kernels.delayed_fill_u32(device.data(), 1, 0u, kKernelDelayNs, stream.handle()));
+        require_ok(kernels.delayed_fill_u32(device.device_address(), 1, 0u, kKernelDelayNs, stream.handle()));
         {
             auto pinned = take(cudyn::PinnedBuffer<std::uint32_t>::allocate(words));
             for (std::uint32_t& word : pinned) word = 9u;
-            require_ok(device.copy_from_async(pinned.span(), stream));  // queued behind the kernel
+            require_ok(device.copy_from(pinned.span(), stream));  // queued behind the kernel
         }
         require_healthy();
-        CHECK(kernel_sum(kernels, device.data(), words, stream, counter.data()) == static_cast<std::uint32_t>(9u * words));
+        CHECK(kernel_sum(kernels, device.device_address(), words, stream, counter.device_address()) == static_cast<std::uint32_t>(9u * words));
     }
 }
 
@@ -185,7 +185,7 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
     require_ok(context.release());  // the program's last reference; the buffer keeps its own
     auto again = activate();
     auto fresh = take(DeviceBuffer<std::uint32_t>::allocate(1 << 20));
-    CHECK(fresh.data() != stale.data());  // the old context, and its memory, still live
+    CHECK(fresh.device_address() != stale.device_address());  // the old context, and its memory, still live
     require_ok(stale.free());
     const std::vector<std::uint32_t> values(1 << 20, 42u);
     require_ok(fresh.copy_from(values));

@@ -106,7 +106,7 @@ int consumer_role(int argc, char** argv) {
     return run_role("gpu-ipc-consumer", [&](ChildChecks& check, cudyn::FdChannel& channel) {
         auto event_descriptor = receive_descriptor<IpcEventDescriptor>(channel, kEventDescriptor, kGpuStep);
         if (!ok(check, event_descriptor, "event descriptor")) return;
-        auto event = InterprocessEvent::open(*event_descriptor);
+        auto event = open_ipc_event(*event_descriptor);
         if (!ok(check, event, "InterprocessEvent::open")) return;
 
         // Declared in teardown order: the mapping goes before the memory and the range.
@@ -118,17 +118,17 @@ int consumer_role(int argc, char** argv) {
         if (kind == "legacy") {
             auto descriptor = receive_descriptor<IpcMemDescriptor>(channel, kMemDescriptor, kGpuStep);
             if (!ok(check, descriptor, "memory descriptor")) return;
-            auto opened_now = cudyn::OpenedMem::open(*descriptor);
+            auto opened_now = cudyn::open_ipc_memory(*descriptor);
             if (!ok(check, opened_now, "OpenedMem::open")) return;
-            check.expect(opened_now->size() == kBytes, "the shared size came along");
+            check.expect(opened_now->size_bytes() == kBytes, "the shared size came along");
             opened = std::move(*opened_now);
-            data = opened->data();
+            data = opened->device_address();
         } else {
             auto received = cudyn::receive_posix_fd(channel, kGpuStep);
             if (!ok(check, received, "receive_posix_fd")) return;
             auto imported = cudyn::import_posix_fd(std::move(*received));
             if (!ok(check, imported, "import_posix_fd")) return;
-            auto reserved = cudyn::AddressRange::reserve(imported->size());
+            auto reserved = cudyn::AddressRange::reserve(imported->size_bytes());
             if (!ok(check, reserved, "reserve")) return;
             auto mapped = cudyn::MappedRange::map(*reserved, 0, *imported,
                                                   {{Location::device(ordinal), AccessFlags::ReadWrite}});
@@ -136,7 +136,7 @@ int consumer_role(int argc, char** argv) {
             memory = std::move(*imported);
             range = std::move(*reserved);
             mapping = std::move(*mapped);
-            data = mapping->address();
+            data = mapping->device_address();
         }
         auto stream = cudyn::Stream::create();
         if (!ok(check, stream, "stream")) return;
@@ -200,12 +200,12 @@ void share_legacy(int consumer_device) {
     auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kWords));
     auto stream = take(cudyn::Stream::create());
     auto event = take(InterprocessEvent::create());
-    const auto shared = take(IpcMemDescriptor::export_buffer(buffer));
+    const auto shared = take(export_ipc_memory(buffer));
 
     ParentSide side = start_child("gpu-ipc-consumer", {"legacy", std::to_string(consumer_device)});
-    require_ok(send_bytes(side.channel, kEventDescriptor, take(event.export_handle()).to_bytes()));
+    require_ok(send_bytes(side.channel, kEventDescriptor, take(export_ipc_event(event)).to_bytes()));
     require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
-    exchange(side, kernels, buffer.data(), stream, event);
+    exchange(side, kernels, buffer.device_address(), stream, event);
 }
 
 // VMM memory created with the POSIX-descriptor handle type, passed with SCM_RIGHTS.
@@ -229,10 +229,10 @@ void share_posix_fd(int consumer_device) {
     auto exported = take(cudyn::export_posix_fd(memory));
 
     ParentSide side = start_child("gpu-ipc-consumer", {"fd", std::to_string(consumer_device)});
-    require_ok(send_bytes(side.channel, kEventDescriptor, take(event.export_handle()).to_bytes()));
+    require_ok(send_bytes(side.channel, kEventDescriptor, take(export_ipc_event(event)).to_bytes()));
     require_ok(cudyn::send_posix_fd(side.channel, exported, kGpuStep));
     require_ok(exported.fd.close());
-    exchange(side, kernels, mapping.address(), stream, event);
+    exchange(side, kernels, mapping.device_address(), stream, event);
 }
 
 }  // namespace
@@ -276,7 +276,7 @@ TEST_CASE("fabric handles: the probe's answer holds for a real export", "[gpu][i
         REQUIRE(memory.has_value());
         auto descriptor = take(cudyn::export_fabric(*memory));
         auto imported = take(cudyn::import_fabric(descriptor));
-        CHECK(imported.size() == size);
+        CHECK(imported.size_bytes() == size);
         return;
     }
     // No fabric here: the refusal comes at creation or at export, as NotSupported.

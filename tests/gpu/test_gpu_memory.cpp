@@ -5,6 +5,7 @@
 // Skips (exit 77) where no device is present: see tests/support/test_main.cpp.
 #include "../support/catch.hpp"
 #include "../support/ptx_kernels.hpp"
+#include "../support/vmm_helpers.hpp"  // take
 
 #include "cudyn/allocation_properties.hpp"
 #include "cudyn/device.hpp"
@@ -15,7 +16,7 @@
 #include "cudyn/growable_buffer.hpp"
 #include "cudyn/host_registration.hpp"
 #include "cudyn/loader.hpp"
-#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/managed_range.hpp"
 #include "cudyn/mapped_buffer.hpp"
 #include "cudyn/memory_info.hpp"
 #include "cudyn/migration_policy.hpp"
@@ -23,7 +24,7 @@
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/primary_context.hpp"
 #include "cudyn/stream.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -72,7 +73,7 @@ std::uint32_t device_sum(const cudyn_test::PtxKernels& kernels, CUdeviceptr data
     auto out = cudyn::DeviceBuffer<std::uint32_t>::allocate(1);
     REQUIRE(out.has_value());
     REQUIRE(out->fill(0u).has_value());
-    auto launched = kernels.sum_u32(data, count, out->data());
+    auto launched = kernels.sum_u32(data, count, out->device_address());
     INFO((launched ? std::string() : launched.error().describe()));
     REQUIRE(launched.has_value());
     synchronize();
@@ -125,11 +126,11 @@ TEST_CASE("DeviceBuffer round-trips and a kernel reads and writes it", "[gpu][de
     REQUIRE(buffer->copy_to(back).has_value());
     CHECK(back == values);
 
-    REQUIRE(kernels.add_u32(buffer->data(), kCount, 5).has_value());
+    REQUIRE(kernels.add_u32(buffer->device_address(), kCount, 5).has_value());
     synchronize();
-    CHECK(device_sum(kernels, buffer->data(), kCount) == pattern_sum(kCount, 5));
+    CHECK(device_sum(kernels, buffer->device_address(), kCount) == pattern_sum(kCount, 5));
     std::vector<std::uint32_t> window(4);
-    REQUIRE(buffer->copy_to(window, 1000).has_value());
+    REQUIRE(cudyn_test::take(buffer->device_span().subspan(1000, window.size())).copy_to(window).has_value());
     CHECK(window[0] == pattern(1000) + 5);
     CHECK(window[3] == pattern(1003) + 5);
 
@@ -137,23 +138,23 @@ TEST_CASE("DeviceBuffer round-trips and a kernel reads and writes it", "[gpu][de
     REQUIRE(stream.has_value());
     auto copy = cudyn::DeviceBuffer<std::uint32_t>::allocate(kCount);
     REQUIRE(copy.has_value());
-    REQUIRE(copy->copy_from_async(*buffer, *stream).has_value());
-    REQUIRE(copy->copy_to_async(back, *stream).has_value());
+    REQUIRE(copy->copy_from(*buffer, *stream).has_value());
+    REQUIRE(copy->copy_to(back, *stream).has_value());
     REQUIRE(stream->synchronize().has_value());
     CHECK(back[kCount - 1] == pattern(kCount - 1) + 5);
-    REQUIRE(copy->fill_async(0xA5A5A5A5u, *stream).has_value());
+    REQUIRE(copy->fill(0xA5A5A5A5u, *stream).has_value());
     REQUIRE(stream->synchronize().has_value());
-    CHECK(device_sum(kernels, copy->data(), kCount) == static_cast<std::uint32_t>(0xA5A5A5A5ull * kCount));
+    CHECK(device_sum(kernels, copy->device_address(), kCount) == static_cast<std::uint32_t>(0xA5A5A5A5ull * kCount));
     REQUIRE(copy->set_bytes(0).has_value());
-    CHECK(device_sum(kernels, copy->data(), kCount) == 0u);
+    CHECK(device_sum(kernels, copy->device_address(), kCount) == 0u);
 
-    auto attributes = cudyn::pointer_attributes(buffer->data() + 64);
+    auto attributes = cudyn::pointer_attributes(buffer->device_address() + 64);
     REQUIRE(attributes.has_value());
     CHECK(attributes->memory_type == cudyn::MemoryType::Device);
     CHECK(attributes->device_ordinal == 0);
     CHECK_FALSE(attributes->is_managed);
-    CHECK(attributes->range_base == buffer->data());
-    CHECK(attributes->range_size == buffer->bytes());
+    CHECK(attributes->range_base == buffer->device_address());
+    CHECK(attributes->range_size_bytes == buffer->size_bytes());
     CHECK(buffer->free().has_value());
 }
 
@@ -169,14 +170,14 @@ TEST_CASE("DeviceSpan: copies and fills on device, mapped, managed and VMM memor
 
     auto device = cudyn::DeviceBuffer<std::uint32_t>::allocate(kCount);
     auto mapped = cudyn::MappedBuffer<std::uint32_t>::allocate(kCount);
-    auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(kCount);
+    auto managed = cudyn::ManagedBuffer<std::uint32_t>::allocate(kCount);
     auto growable = cudyn::GrowableBuffer::create(cudyn::AllocationProperties::device(0), kCount * 4);
     REQUIRE(device.has_value());
     REQUIRE(mapped.has_value());
     REQUIRE(managed.has_value());
     REQUIRE(growable.has_value());
     REQUIRE(growable->grow_to(kCount * 4).has_value());
-    auto vmm = growable->device_span<std::uint32_t>();
+    auto vmm = growable->device_span_as<std::uint32_t>();
     REQUIRE(vmm.has_value());
     REQUIRE(vmm->size() >= kCount);
     const auto vmm_words = vmm->subspan(0, kCount).value();
@@ -184,22 +185,22 @@ TEST_CASE("DeviceSpan: copies and fills on device, mapped, managed and VMM memor
     // Host -> device -> managed -> mapped -> VMM, each hop a span copy; the
     // kernel's sum at the end and the host's own view of the mapped buffer
     // say every byte made it.
-    REQUIRE(device->device_span().copy_from_async(values, *stream).has_value());
-    REQUIRE(managed->device_span().copy_from_async(device->device_span(), *stream).has_value());
-    REQUIRE(mapped->device_span().copy_from_async(managed->device_span(), *stream).has_value());
-    REQUIRE(vmm_words.copy_from_async(mapped->device_span(), *stream).has_value());
+    REQUIRE(device->device_span().copy_from(values, *stream).has_value());
+    REQUIRE(managed->device_span().copy_from(device->device_span(), *stream).has_value());
+    REQUIRE(mapped->device_span().copy_from(managed->device_span(), *stream).has_value());
+    REQUIRE(vmm_words.copy_from(mapped->device_span(), *stream).has_value());
     REQUIRE(stream->synchronize().has_value());
     CHECK(std::equal(values.begin(), values.end(), mapped->begin()));
-    CHECK(device_sum(kernels, vmm_words.data(), kCount) == pattern_sum(kCount, 0));
+    CHECK(device_sum(kernels, vmm_words.device_address(), kCount) == pattern_sum(kCount, 0));
     std::vector<std::uint32_t> back(kCount);
     REQUIRE(vmm_words.copy_to(back).has_value());
     CHECK(back == values);
 
     // Fills: a subspan only, the rest untouched; bytes; a 1-byte type.
     const auto quarter = managed->device_span().subspan(kCount / 4, kCount / 4).value();
-    REQUIRE(quarter.fill_async(3u, *stream).has_value());
+    REQUIRE(quarter.fill(3u, *stream).has_value());
     REQUIRE(stream->synchronize().has_value());
-    CHECK(device_sum(kernels, quarter.data(), quarter.size()) == static_cast<std::uint32_t>(3 * (kCount / 4)));
+    CHECK(device_sum(kernels, quarter.device_address(), quarter.size()) == static_cast<std::uint32_t>(3 * (kCount / 4)));
     CHECK((*managed)[kCount / 4 - 1] == pattern(kCount / 4 - 1));
     CHECK((*managed)[kCount / 2] == pattern(kCount / 2));
     REQUIRE(mapped->device_span().set_bytes(0).has_value());
@@ -207,7 +208,7 @@ TEST_CASE("DeviceSpan: copies and fills on device, mapped, managed and VMM memor
     auto chars = cudyn::DeviceBuffer<unsigned char>::allocate(4 * kCount);
     REQUIRE(chars.has_value());
     REQUIRE(chars->device_span().fill(0x01).has_value());
-    CHECK(device_sum(kernels, chars->data(), kCount) == static_cast<std::uint32_t>(0x01010101u * kCount));
+    CHECK(device_sum(kernels, chars->device_address(), kCount) == static_cast<std::uint32_t>(0x01010101u * kCount));
     synchronize();
 }
 
@@ -230,12 +231,12 @@ TEST_CASE("PinnedBuffer feeds stream-ordered copies both ways", "[gpu][pinned]")
     REQUIRE(back.has_value());
     auto stream = cudyn::Stream::create();
     REQUIRE(stream.has_value());
-    REQUIRE(device->copy_from_async(staging->span(), *stream).has_value());
-    REQUIRE(device->copy_to_async(back->span(), *stream).has_value());
+    REQUIRE(device->copy_from(staging->span(), *stream).has_value());
+    REQUIRE(device->copy_to(back->span(), *stream).has_value());
     REQUIRE(stream->synchronize().has_value());
     CHECK(std::equal(back->begin(), back->end(), pinned->begin()));
 
-    CHECK(host_memory_attributes(pinned->data()).host_pointer == pinned->data());
+    CHECK(host_memory_attributes(pinned->data()).host_address == pinned->data());
 }
 
 TEST_CASE("MappedBuffer: a kernel reads and writes zero-copy memory and the host sees it", "[gpu][mapped]") {
@@ -249,11 +250,11 @@ TEST_CASE("MappedBuffer: a kernel reads and writes zero-copy memory and the host
     auto mapped = cudyn::MappedBuffer<std::uint32_t>::allocate(kCount);
     INFO((mapped ? std::string() : mapped.error().describe()));
     REQUIRE(mapped.has_value());
-    REQUIRE(mapped->device_pointer() != 0);
+    REQUIRE(mapped->device_address() != 0);
     for (std::size_t i = 0; i < kCount; ++i) (*mapped)[i] = pattern(i);
 
     // Device writes to host memory over the bus...
-    REQUIRE(kernels.add_u32(mapped->device_pointer(), kCount, 3).has_value());
+    REQUIRE(kernels.add_u32(mapped->device_address(), kCount, 3).has_value());
     synchronize();
     CHECK((*mapped)[0] == pattern(0) + 3);
     CHECK((*mapped)[kCount - 1] == pattern(kCount - 1) + 3);
@@ -261,16 +262,16 @@ TEST_CASE("MappedBuffer: a kernel reads and writes zero-copy memory and the host
     auto counter = cudyn::MappedBuffer<std::uint32_t>::allocate(4);
     REQUIRE(counter.has_value());
     (*counter)[0] = 0;
-    REQUIRE(kernels.sum_u32(mapped->device_pointer(), kCount, counter->device_pointer()).has_value());
+    REQUIRE(kernels.sum_u32(mapped->device_address(), kCount, counter->device_address()).has_value());
     synchronize();
     CHECK((*counter)[0] == pattern_sum(kCount, 3));
 
-    REQUIRE(kernels.fill_u32(mapped->device_pointer(), 16, 0xFEEDu).has_value());
+    REQUIRE(kernels.fill_u32(mapped->device_address(), 16, 0xFEEDu).has_value());
     synchronize();
     CHECK((*mapped)[15] == 0xFEEDu);
     CHECK((*mapped)[16] == pattern(16) + 3);
 
-    CHECK(host_memory_attributes(mapped->data()).device_pointer == mapped->device_pointer());
+    CHECK(host_memory_attributes(mapped->data()).device_address == mapped->device_address());
 }
 
 TEST_CASE("HostRegistration: a kernel writes caller memory through the device pointer", "[gpu][register]") {
@@ -285,17 +286,17 @@ TEST_CASE("HostRegistration: a kernel writes caller memory through the device po
         auto registration = cudyn::HostRegistration::register_span(cudyn::HostSpan<std::uint32_t>(memory), flags);
         INFO((registration ? std::string() : registration.error().describe()));
         REQUIRE(registration.has_value());
-        REQUIRE(registration->device_pointer() != 0);
+        REQUIRE(registration->device_address() != 0);
         auto same_address = context.device().attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
         REQUIRE(same_address.has_value());
         if (*same_address != 0)
-            CHECK(registration->device_pointer() ==
+            CHECK(registration->device_address() ==
                   static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.data())));
-        REQUIRE(kernels.add_u32(registration->device_pointer(), kCount, 9).has_value());
+        REQUIRE(kernels.add_u32(registration->device_address(), kCount, 9).has_value());
         synchronize();
         CHECK(memory[0] == pattern(0) + 9);
         CHECK(memory[kCount - 1] == pattern(kCount - 1) + 9);
-        CHECK(device_sum(kernels, registration->device_pointer(), kCount) == pattern_sum(kCount, 9));
+        CHECK(device_sum(kernels, registration->device_address(), kCount) == pattern_sum(kCount, 9));
         CHECK(registration->unregister().has_value());
     }
     // Unregistered: no longer pinned host memory the driver hands out a device pointer for.
@@ -325,13 +326,13 @@ TEST_CASE("memory info: free and total follow allocations", "[gpu][meminfo]") {
     CHECK(after->free_bytes + kBytes <= before->free_bytes + (std::size_t{64} << 20));  // allocation granularity slack
     CHECK(after->free_bytes < before->free_bytes);
 
-    auto attributes = cudyn::pointer_attributes(buffer->data());
+    auto attributes = cudyn::pointer_attributes(buffer->device_address());
     REQUIRE(attributes.has_value());
     CHECK(attributes->memory_type == cudyn::MemoryType::Device);
-    CHECK(attributes->range_size == kBytes);
+    CHECK(attributes->range_size_bytes == kBytes);
 }
 
-TEST_CASE("UnifiedBuffer: a kernel reads and writes managed memory and the host sees it", "[gpu][managed]") {
+TEST_CASE("ManagedBuffer: a kernel reads and writes managed memory and the host sees it", "[gpu][managed]") {
     auto context = activate_device0();
     auto caps = cudyn::probe_capabilities(context.device());
     REQUIRE(caps.has_value());
@@ -340,25 +341,25 @@ TEST_CASE("UnifiedBuffer: a kernel reads and writes managed memory and the host 
 
     const std::size_t count = managed_test_bytes() / sizeof(std::uint32_t);
     REQUIRE(count >= 1024);
-    auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(count);
+    auto managed = cudyn::ManagedBuffer<std::uint32_t>::allocate(count);
     REQUIRE(managed.has_value());
     for (std::size_t i = 0; i < count; ++i) (*managed)[i] = pattern(i);
-    REQUIRE(kernels.add_u32(managed->device_pointer(), count, 7).has_value());
+    REQUIRE(kernels.add_u32(managed->device_address(), count, 7).has_value());
     synchronize();
     CHECK((*managed)[0] == pattern(0) + 7);
     CHECK((*managed)[count / 2] == pattern(count / 2) + 7);
     CHECK((*managed)[count - 1] == pattern(count - 1) + 7);
-    CHECK(device_sum(kernels, managed->device_pointer(), count) == pattern_sum(count, 7));
+    CHECK(device_sum(kernels, managed->device_address(), count) == pattern_sum(count, 7));
 
     auto attributes = cudyn::pointer_attributes(managed->data());
     REQUIRE(attributes.has_value());
     CHECK(attributes->is_managed);
     const cudyn::MemoryType type = attributes->memory_type;
     CHECK((type == cudyn::MemoryType::Device || type == cudyn::MemoryType::Unified));
-    CHECK(attributes->range_base == managed->device_pointer());
-    CHECK(attributes->range_size == managed->bytes());
+    CHECK(attributes->range_base == managed->device_address());
+    CHECK(attributes->range_size_bytes == managed->size_bytes());
 
-    auto host_attached = cudyn::UnifiedBuffer<std::uint32_t>::allocate(1024, cudyn::ManagedAttach::Host);
+    auto host_attached = cudyn::ManagedBuffer<std::uint32_t>::allocate(1024, cudyn::ManagedAttach::Host);
     REQUIRE(host_attached.has_value());
     std::fill(host_attached->begin(), host_attached->end(), 1u);
     CHECK(std::accumulate(host_attached->begin(), host_attached->end(), 0u) == 1024u);
@@ -370,9 +371,9 @@ TEST_CASE("advice and prefetch to device and host agree with the range attribute
     REQUIRE(caps.has_value());
     if (!caps->concurrent_managed_access) {
         // Prefetching to this device is refused up front; nothing else to check here.
-        auto buffer = cudyn::UnifiedBuffer<std::uint32_t>::allocate(1024);
+        auto buffer = cudyn::ManagedBuffer<std::uint32_t>::allocate(1024);
         REQUIRE(buffer.has_value());
-        auto refused = buffer->hints()->prefetch_to(Location::device(0), cudyn::Stream::legacy_default());
+        auto refused = buffer->managed_range()->prefetch_to(Location::device(0), cudyn::Stream::legacy_default());
         REQUIRE_FALSE(refused.has_value());
         CHECK(refused.error().code == cudyn::ErrorCode::NotSupported);
         return;
@@ -380,12 +381,12 @@ TEST_CASE("advice and prefetch to device and host agree with the range attribute
     auto kernels = load_kernels();
     const std::size_t bytes = managed_test_bytes();
     const std::size_t count = bytes / sizeof(std::uint32_t);
-    auto managed = cudyn::UnifiedBuffer<std::uint32_t>::allocate(count);
+    auto managed = cudyn::ManagedBuffer<std::uint32_t>::allocate(count);
     REQUIRE(managed.has_value());
     for (std::size_t i = 0; i < count; ++i) (*managed)[i] = pattern(i);
-    auto hints = managed->hints();
+    auto hints = managed->managed_range();
     REQUIRE(hints.has_value());
-    const CUdeviceptr base = hints->base();
+    const CUdeviceptr base = hints->device_address();
     auto stream = cudyn::Stream::create();
     REQUIRE(stream.has_value());
 
@@ -491,5 +492,5 @@ TEST_CASE("advice and prefetch to device and host agree with the range attribute
     REQUIRE(attributes.has_value());
     CHECK(attributes->is_managed);
     CHECK(attributes->range_base == base);
-    CHECK(attributes->range_size == bytes);
+    CHECK(attributes->range_size_bytes == bytes);
 }

@@ -82,29 +82,29 @@ TEST_CASE("a kernel reads and writes through MappedRanges of one allocation", "[
     auto counter = take(cudyn::MappedRange::map(range, 2 * bytes, counter_memory,
                                                 {{Location::device(0), AccessFlags::ReadWrite}}));
 
-    require_ok(kernels.fill_u32(first.address(), words, 0x1234u));
-    require_ok(kernels.add_u32(second.address(), words, 1u));  // the same bytes through the other mapping
+    require_ok(kernels.fill_u32(first.device_address(), words, 0x1234u));
+    require_ok(kernels.add_u32(second.device_address(), words, 1u));  // the same bytes through the other mapping
     synchronize();
-    CHECK(cudyn_test::all_equal(first.address(), bytes, 0x1235u));
-    CHECK(cudyn_test::all_equal(second.address(), bytes, 0x1235u));
-    CHECK(device_sum(kernels, second.address(), bytes, counter.address()) ==
+    CHECK(cudyn_test::all_equal(first.device_address(), bytes, 0x1235u));
+    CHECK(cudyn_test::all_equal(second.device_address(), bytes, 0x1235u));
+    CHECK(device_sum(kernels, second.device_address(), bytes, counter.device_address()) ==
           static_cast<std::uint32_t>(words * 0x1235u));
 
     // Read-only access: the kernel may still read.
     require_ok(second.set_access(Location::device(0), AccessFlags::Read));
     CHECK(take(second.access(Location::device(0))) == AccessFlags::Read);
-    CHECK(device_sum(kernels, second.address(), bytes, counter.address()) ==
+    CHECK(device_sum(kernels, second.device_address(), bytes, counter.device_address()) ==
           static_cast<std::uint32_t>(words * 0x1235u));
 
     // Unmap, then map a fresh allocation at the same addresses.
     require_ok(first.unmap());
     auto fresh = take(cudyn::PhysicalMemory::create(props, bytes));
     auto again = take(cudyn::MappedRange::map(range, 0, fresh, {{Location::device(0), AccessFlags::ReadWrite}}));
-    CHECK(again.address() == range.address());
-    require_ok(kernels.fill_u32(again.address(), words, 77u));
+    CHECK(again.device_address() == range.device_address());
+    require_ok(kernels.fill_u32(again.device_address(), words, 77u));
     synchronize();
-    CHECK(cudyn_test::all_equal(again.address(), bytes, 77u));
-    CHECK(cudyn_test::all_equal(second.address(), bytes, 0x1235u));  // the old allocation is untouched
+    CHECK(cudyn_test::all_equal(again.device_address(), bytes, 77u));
+    CHECK(cudyn_test::all_equal(second.device_address(), bytes, 0x1235u));  // the old allocation is untouched
 }
 
 TEST_CASE("GrowableBuffer: kernels across grows, a shrink and a release/restore", "[gpu][growable]") {
@@ -112,46 +112,46 @@ TEST_CASE("GrowableBuffer: kernels across grows, a shrink and a release/restore"
     auto context = activate(0);
     const auto kernels = take(PtxKernels::load());
     auto buffer = take(cudyn::GrowableBuffer::create(AllocationProperties::device(0), std::size_t{4} << 30));
-    const std::size_t chunk = buffer.chunk_size();
-    const CUdeviceptr base = buffer.address();
+    const std::size_t chunk = buffer.chunk_size_bytes();
+    const CUdeviceptr base = buffer.device_address();
 
     // A counter for sum_u32, outside the buffer.
     const auto props = AllocationProperties::device(0);
     auto counter_range = take(cudyn::AddressRange::reserve(take(cudyn::allocation_granularity(props))));
-    auto counter_memory = take(cudyn::PhysicalMemory::create(props, counter_range.size()));
+    auto counter_memory = take(cudyn::PhysicalMemory::create(props, counter_range.size_bytes()));
     auto counter = take(cudyn::MappedRange::map(counter_range, 0, counter_memory,
                                                 {{Location::device(0), AccessFlags::ReadWrite}}));
 
     require_ok(buffer.grow_to(3 * chunk));
-    const std::size_t small = buffer.size();
+    const std::size_t small = buffer.size_bytes();
     require_ok(kernels.fill_u32(base, small / 4, 0xA0u));
     synchronize();
 
     require_ok(buffer.grow_to(std::size_t{256} << 20));
-    CHECK(buffer.address() == base);
-    const std::size_t large = buffer.size();
+    CHECK(buffer.device_address() == base);
+    const std::size_t large = buffer.size_bytes();
     require_ok(kernels.fill_u32(base + small, (large - small) / 4, 0xB0u));
     require_ok(kernels.add_u32(base, large / 4, 1u));  // one kernel over every chunk
     synchronize();
     CHECK(cudyn_test::all_equal(base, small, 0xA1u));
     CHECK(cudyn_test::all_equal(base + small, large - small, 0xB1u));
     const auto expected = static_cast<std::uint32_t>((small / 4) * 0xA1u + ((large - small) / 4) * 0xB1u);
-    CHECK(device_sum(kernels, base, large, counter.address()) == expected);
+    CHECK(device_sum(kernels, base, large, counter.device_address()) == expected);
 
     // Sleep and wake: same addresses, same bytes, the kernel keeps working.
     require_ok(buffer.release_physical(cudyn::GrowableBuffer::Contents::Save));
     CHECK(buffer.released());
     require_ok(buffer.restore());
-    CHECK(buffer.address() == base);
-    CHECK(buffer.size() == large);
-    CHECK(device_sum(kernels, base, large, counter.address()) == expected);
+    CHECK(buffer.device_address() == base);
+    CHECK(buffer.size_bytes() == large);
+    CHECK(device_sum(kernels, base, large, counter.device_address()) == expected);
     require_ok(kernels.add_u32(base, large / 4, 1u));
     synchronize();
     CHECK(cudyn_test::all_equal(base, small, 0xA2u));
 
     // Shrink to the first chunks and grow again: the kept chunks keep their bytes.
     require_ok(buffer.shrink_to(small));
-    CHECK(buffer.size() == small);
+    CHECK(buffer.size_bytes() == small);
     require_ok(buffer.grow_to(large));
     require_ok(kernels.fill_u32(base + small, (large - small) / 4, 5u));
     synchronize();
@@ -194,24 +194,24 @@ TEST_CASE("memory created on GPU 1 is written by GPU 0", "[gpu][multi-gpu]") {
     const std::size_t half = bytes / 2;
     {
         const auto kernels0 = take(PtxKernels::load());  // in GPU 0's context
-        require_ok(kernels0.fill_u32(mapping.address(), half / 4, 0x600Du));
+        require_ok(kernels0.fill_u32(mapping.device_address(), half / 4, 0x600Du));
         synchronize();
     }
-    cudyn_test::fill32(mapping.address() + half, half, 0xF00Du);
+    cudyn_test::fill32(mapping.device_address() + half, half, 0xF00Du);
     synchronize();
 
     // GPU 1 reads its own memory back, by copy and by kernel.
     require_ok(context1.make_current());
-    CHECK(cudyn_test::all_equal(mapping.address(), half, 0x600Du));
-    CHECK(cudyn_test::all_equal(mapping.address() + half, half, 0xF00Du));
+    CHECK(cudyn_test::all_equal(mapping.device_address(), half, 0x600Du));
+    CHECK(cudyn_test::all_equal(mapping.device_address() + half, half, 0xF00Du));
     {
         const auto kernels1 = take(PtxKernels::load());  // in GPU 1's context
         auto counter_memory = take(cudyn::PhysicalMemory::create(props, take(cudyn::allocation_granularity(props))));
-        auto counter_range = take(cudyn::AddressRange::reserve(counter_memory.size()));
+        auto counter_range = take(cudyn::AddressRange::reserve(counter_memory.size_bytes()));
         auto counter = take(cudyn::MappedRange::map(counter_range, 0, counter_memory,
                                                     {{Location::device(1), AccessFlags::ReadWrite}}));
         const auto expected = static_cast<std::uint32_t>((half / 4) * 0x600Du + (half / 4) * 0xF00Du);
-        CHECK(device_sum(kernels1, mapping.address(), bytes, counter.address()) == expected);
+        CHECK(device_sum(kernels1, mapping.device_address(), bytes, counter.device_address()) == expected);
     }
 
     // A GrowableBuffer on GPU 1 that GPU 0 may use, across a grow.
@@ -220,17 +220,17 @@ TEST_CASE("memory created on GPU 1 is written by GPU 0", "[gpu][multi-gpu]") {
         {0, {{Location::device(1), AccessFlags::ReadWrite}, {Location::device(0), AccessFlags::ReadWrite}}}));
     require_ok(buffer.grow_to(8 * kMiB));
     require_ok(context0.make_current());
-    cudyn_test::fill32(buffer.address(), buffer.size(), 0xCAFEu);
+    cudyn_test::fill32(buffer.device_address(), buffer.size_bytes(), 0xCAFEu);
     synchronize();
     require_ok(buffer.grow_to(64 * kMiB));
-    const std::size_t grown = buffer.size();
+    const std::size_t grown = buffer.size_bytes();
     {
         const auto kernels0 = take(PtxKernels::load());
-        require_ok(kernels0.add_u32(buffer.address(), grown / 4, 1u));
+        require_ok(kernels0.add_u32(buffer.device_address(), grown / 4, 1u));
         synchronize();
     }
     require_ok(context1.make_current());
-    CHECK(cudyn_test::all_equal(buffer.address(), 8 * kMiB, 0xCAFFu));
+    CHECK(cudyn_test::all_equal(buffer.device_address(), 8 * kMiB, 0xCAFFu));
     synchronize();
     require_ok(context0.make_current());
 }

@@ -10,7 +10,7 @@
 #include "cudyn/owned_memory.hpp"
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/prefetch_plan.hpp"
-#include "cudyn/unified_buffer.hpp"
+#include "cudyn/managed_buffer.hpp"
 
 #include <array>
 #include <cstdint>
@@ -74,15 +74,15 @@ TEST_CASE("bad sizes are refused before the driver is even loaded", "[unit]") {
     CHECK(invalid_message(cudyn::DeviceBuffer<std::uint64_t>::allocate(0)).find("count") != std::string::npos);
     CHECK(invalid_message(cudyn::PinnedBuffer<std::uint64_t>::allocate(std::numeric_limits<std::size_t>::max()))
               .find("overflows") != std::string::npos);
-    CHECK(invalid_message(cudyn::UnifiedBuffer<char>::allocate(0)).find("count") != std::string::npos);
+    CHECK(invalid_message(cudyn::ManagedBuffer<char>::allocate(0)).find("count") != std::string::npos);
     CHECK(invalid_message(cudyn::HostRegistration::register_memory(nullptr, 16)).find("data") != std::string::npos);
-    CHECK(invalid_message(cudyn::ManagedMemoryHints::over(0, 16)).find("base") != std::string::npos);
+    CHECK(invalid_message(cudyn::ManagedRange::over(0, 16)).find("base") != std::string::npos);
     cudyn::PrefetchPlan plan;
     CHECK(invalid_message(plan.execute(CUstream{nullptr})).find("empty") != std::string::npos);
 }
 
 TEST_CASE("with no driver, advice and prefetch report the loader's error", "[unit]") {
-    auto range = cudyn::ManagedMemoryHints::over(0x10000, 4096);
+    auto range = cudyn::ManagedRange::over(0x10000, 4096);
     REQUIRE(range.has_value());
     // Not NotSupported (which would blame the driver's ABI): there is no driver.
     for (const cudyn::Location& location : {cudyn::Location::host_numa(0), cudyn::Location::device(0)}) {
@@ -101,17 +101,17 @@ TEST_CASE("with no driver, advice and prefetch report the loader's error", "[uni
 TEST_CASE("empty buffers: nothing to free, every operation refused", "[unit]") {
     cudyn::DeviceBuffer<float> buffer;
     CHECK(buffer.empty());
-    CHECK(buffer.data() == 0);
+    CHECK(buffer.device_address() == 0);
     CHECK(buffer.size() == 0);
     CHECK(buffer.free().has_value());
     std::vector<float> host(4);
     CHECK(invalid_message(buffer.copy_from(host)).find("empty") != std::string::npos);
     CHECK(invalid_message(buffer.fill(1.0f)).find("empty") != std::string::npos);
-    cudyn::UnifiedBuffer<int> unified;
+    cudyn::ManagedBuffer<int> unified;
     CHECK(unified.data() == nullptr);
-    CHECK(invalid_message(unified.hints()).find("empty") != std::string::npos);
+    CHECK(invalid_message(unified.managed_range()).find("empty") != std::string::npos);
     cudyn::HostRegistration registration;
-    CHECK(registration.host_pointer() == nullptr);
+    CHECK(registration.host_address() == nullptr);
     CHECK(registration.unregister().has_value());
 }
 

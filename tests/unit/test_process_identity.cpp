@@ -4,7 +4,7 @@
 // for its own. Runs with no driver.
 #include "../support/catch.hpp"
 
-#include "cudyn/process_identity.hpp"
+#include "../../src/process_identity.hpp"
 
 #include <cstdint>
 #include <thread>

@@ -3,8 +3,7 @@
 // namespaces, containers) are still told apart and a process never opens its
 // own handle, which CUDA forbids.
 //
-// In a public header because the exporters read it inline (ipc_memory.hpp):
-// after the first use it is two loads, next to a driver call of ~35 ns.
+// After the first use (drawn while the library loads) reading it is two loads.
 #pragma once
 
 #include <atomic>
@@ -17,7 +16,7 @@ struct ProcessIdentity {
     std::uint64_t token = 0;
 };
 
-// Published by the first this_process() (ipc_memory.cpp): the token is 0 until
+// Published by the first this_process() (process_identity.cpp): the token is 0 until
 // drawn; the pid is kept current in a fork() child.
 extern std::atomic<std::uint64_t> process_token;
 extern std::atomic<std::uint64_t> process_pid;

@@ -1,5 +1,5 @@
-// cudyn — UnifiedBuffer: cuMemAllocManaged / cuMemFree_v2.
-#include "cudyn/unified_buffer.hpp"
+// cudyn — ManagedBuffer: cuMemAllocManaged / cuMemFree_v2.
+#include "cudyn/managed_buffer.hpp"
 #include "cudyn/driver_call.hpp"
 
 #include <utility>
@@ -8,7 +8,7 @@
 namespace cudyn::detail {
 
 Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t element_size, ManagedAttach attach) {
-    auto bytes = checked_bytes(count, element_size, "UnifiedBuffer::allocate: count");
+    auto bytes = checked_bytes(count, element_size, "ManagedBuffer::allocate: count");
     if (!bytes) return bytes.error();
     const unsigned int flags =
         attach == ManagedAttach::Host ? unsigned{CU_MEM_ATTACH_HOST} : unsigned{CU_MEM_ATTACH_GLOBAL};
@@ -19,11 +19,11 @@ Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t eleme
     return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, *bytes, free_device_memory, std::move(*context));
 }
 
-Result<ManagedMemoryHints> managed_range(const OwnedMemory& memory, std::size_t element_size, std::size_t first,
+Result<ManagedRange> managed_subrange(const OwnedMemory& memory, std::size_t element_size, std::size_t first,
                                          std::size_t count) {
-    CUDYN_TRY(memory.require("UnifiedBuffer::hints", "UnifiedBuffer"));
-    CUDYN_TRY(check_range(first, count, memory.bytes() / element_size, "UnifiedBuffer::hints"));
-    return ManagedMemoryHints::over(memory.device_address() + first * element_size, count * element_size);
+    CUDYN_TRY(memory.require("ManagedBuffer::managed_range", "ManagedBuffer"));
+    CUDYN_TRY(check_range(first, count, memory.bytes() / element_size, "ManagedBuffer::managed_range"));
+    return ManagedRange::over(memory.device_address() + first * element_size, count * element_size);
 }
 
 }  // namespace cudyn::detail

@@ -1,6 +1,6 @@
-// cudyn — ManagedMemoryHints: advice and prefetch through whichever location
+// cudyn — ManagedRange: advice and prefetch through whichever location
 // ABI the driver has.
-#include "cudyn/managed_memory_hints.hpp"
+#include "cudyn/managed_range.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/loader.hpp"
 #include "cudyn/owned_memory.hpp"
@@ -108,33 +108,33 @@ Result<void> issue_prefetch(CUdeviceptr base, std::size_t bytes, const PreparedL
 
 }  // namespace detail
 
-Result<ManagedMemoryHints> ManagedMemoryHints::over(CUdeviceptr base, std::size_t bytes) {
-    if (base == 0) return Error::invalid_argument("ManagedMemoryHints::over: base is a null pointer");
-    if (bytes == 0) return Error::invalid_argument("ManagedMemoryHints::over: bytes must be non-zero");
-    CUDYN_TRY(detail::check_address_range(base, bytes, "ManagedMemoryHints::over"));
-    return ManagedMemoryHints(base, bytes);
+Result<ManagedRange> ManagedRange::over(CUdeviceptr base, std::size_t bytes) {
+    if (base == 0) return Error::invalid_argument("ManagedRange::over: base is a null pointer");
+    if (bytes == 0) return Error::invalid_argument("ManagedRange::over: bytes must be non-zero");
+    CUDYN_TRY(detail::check_address_range(base, bytes, "ManagedRange::over"));
+    return ManagedRange(base, bytes);
 }
 
-Result<ManagedMemoryHints> ManagedMemoryHints::subrange(std::size_t offset, std::size_t bytes) const {
-    CUDYN_TRY(detail::check_range(offset, bytes, bytes_, "ManagedMemoryHints::subrange"));
-    return ManagedMemoryHints(base_ + offset, bytes);
+Result<ManagedRange> ManagedRange::subrange(std::size_t offset, std::size_t bytes) const {
+    CUDYN_TRY(detail::check_range(offset, bytes, bytes_, "ManagedRange::subrange"));
+    return ManagedRange(base_ + offset, bytes);
 }
 
-Result<void> ManagedMemoryHints::advise_one(CUmem_advise advice, const Location& location) const {
-    auto target = detail::prepare_advice_location(advice, location, "ManagedMemoryHints::advise: location");
+Result<void> ManagedRange::advise_one(CUmem_advise advice, const Location& location) const {
+    auto target = detail::prepare_advice_location(advice, location, "ManagedRange::advise: location");
     if (!target) return target.error();
     return detail::issue_advice(base_, bytes_, advice, *target);
 }
 
-Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> advices) const {
+Result<void> ManagedRange::advise(std::initializer_list<ManagedAdvice> advices) const {
     // Every advice is prepared before the first is issued.
     std::vector<detail::PreparedLocation> prepared;
     prepared.reserve(advices.size());
     for (const ManagedAdvice& step : advices) {
         if (step.advice < CU_MEM_ADVISE_SET_READ_MOSTLY || step.advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
-            return Error::invalid_argument("ManagedMemoryHints::advise: advice " +
+            return Error::invalid_argument("ManagedRange::advise: advice " +
                                            std::to_string(static_cast<int>(step.advice)) + " is not a CUmem_advise");
-        auto target = detail::prepare_advice_location(step.advice, step.location, "ManagedMemoryHints::advise: location");
+        auto target = detail::prepare_advice_location(step.advice, step.location, "ManagedRange::advise: location");
         if (!target) return target.error();
         prepared.push_back(*target);
     }
@@ -159,42 +159,42 @@ Result<void> ManagedMemoryHints::advise(std::initializer_list<ManagedAdvice> adv
     return ok();
 }
 
-Result<void> ManagedMemoryHints::set_read_mostly() const {
+Result<void> ManagedRange::set_read_mostly() const {
     return advise_one(CU_MEM_ADVISE_SET_READ_MOSTLY, Location::host());
 }
-Result<void> ManagedMemoryHints::unset_read_mostly() const {
+Result<void> ManagedRange::unset_read_mostly() const {
     return advise_one(CU_MEM_ADVISE_UNSET_READ_MOSTLY, Location::host());
 }
-Result<void> ManagedMemoryHints::set_preferred_location(const Location& location) const {
+Result<void> ManagedRange::set_preferred_location(const Location& location) const {
     return advise_one(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location);
 }
-Result<void> ManagedMemoryHints::unset_preferred_location() const {
+Result<void> ManagedRange::unset_preferred_location() const {
     return advise_one(CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, Location::host());
 }
-Result<void> ManagedMemoryHints::set_accessed_by(const Location& location) const {
+Result<void> ManagedRange::set_accessed_by(const Location& location) const {
     return advise_one(CU_MEM_ADVISE_SET_ACCESSED_BY, location);
 }
-Result<void> ManagedMemoryHints::unset_accessed_by(const Location& location) const {
+Result<void> ManagedRange::unset_accessed_by(const Location& location) const {
     return advise_one(CU_MEM_ADVISE_UNSET_ACCESSED_BY, location);
 }
 
-Result<void> ManagedMemoryHints::prefetch_to(const Location& location, StreamRef stream) const {
-    auto target = detail::prepare_prefetch_location(location, "ManagedMemoryHints::prefetch_to: location");
+Result<void> ManagedRange::prefetch_to(const Location& location, StreamRef stream) const {
+    auto target = detail::prepare_prefetch_location(location, "ManagedRange::prefetch_to: location");
     if (!target) return target.error();
     return detail::issue_prefetch(base_, bytes_, *target, stream.handle());
 }
 
-Result<void> ManagedMemoryHints::prefetch_to(const Location& location) const {
+Result<void> ManagedRange::prefetch_to(const Location& location) const {
     return detail::finish_on_legacy_stream(prefetch_to(location, StreamRef(CU_STREAM_LEGACY)));
 }
 
-Result<void> ManagedMemoryHints::prefetch_range(std::size_t offset, std::size_t bytes, const Location& location,
+Result<void> ManagedRange::prefetch_range(std::size_t offset, std::size_t bytes, const Location& location,
                                                 StreamRef stream) const {
-    CUDYN_TRY(detail::check_range(offset, bytes, bytes_, "ManagedMemoryHints::prefetch_range"));
-    return ManagedMemoryHints(base_ + offset, bytes).prefetch_to(location, stream);
+    CUDYN_TRY(detail::check_range(offset, bytes, bytes_, "ManagedRange::prefetch_range"));
+    return ManagedRange(base_ + offset, bytes).prefetch_to(location, stream);
 }
 
-Result<void> ManagedMemoryHints::prefetch_range(std::size_t offset, std::size_t bytes,
+Result<void> ManagedRange::prefetch_range(std::size_t offset, std::size_t bytes,
                                                 const Location& location) const {
     return detail::finish_on_legacy_stream(prefetch_range(offset, bytes, location, StreamRef(CU_STREAM_LEGACY)));
 }

@@ -1,5 +1,5 @@
-// cudyn — ManagedMemoryHints: advice and prefetch over any managed range
-// (cuMemAllocManaged memory, a UnifiedBuffer, or a part of either).
+// cudyn — ManagedRange: advice and prefetch over any managed range
+// (cuMemAllocManaged memory, a ManagedBuffer, or a part of either).
 //
 // Each call uses the CUmemLocation entries (cuMemAdvise_v2,
 // cuMemPrefetchAsync_v2, driver 12.2+) where the driver has them, else the v1
@@ -21,7 +21,7 @@
 
 namespace cudyn {
 
-// One raw advice for ManagedMemoryHints::advise. The location is ignored (and
+// One raw advice for ManagedRange::advise. The location is ignored (and
 // the host passed) for the advices that take none: SET/UNSET_READ_MOSTLY and
 // UNSET_PREFERRED_LOCATION.
 struct ManagedAdvice {
@@ -29,17 +29,17 @@ struct ManagedAdvice {
     Location location;
 };
 
-class ManagedMemoryHints {
+class ManagedRange {
 public:
     // [base, base + bytes) of managed memory. InvalidArgument for a null base,
     // zero bytes or a range that wraps around; whether the memory is managed is
     // the driver's to say (CUDA_ERROR_INVALID_VALUE on first use).
-    static Result<ManagedMemoryHints> over(CUdeviceptr base, std::size_t bytes);
+    static Result<ManagedRange> over(CUdeviceptr base, std::size_t bytes);
 
-    CUdeviceptr base() const noexcept { return base_; }
-    std::size_t bytes() const noexcept { return bytes_; }
+    CUdeviceptr device_address() const noexcept { return base_; }
+    std::size_t size_bytes() const noexcept { return bytes_; }
     // [base + offset, base + offset + bytes), which must lie inside this range.
-    Result<ManagedMemoryHints> subrange(std::size_t offset, std::size_t bytes) const;
+    Result<ManagedRange> subrange(std::size_t offset_bytes, std::size_t size_bytes) const;
 
     Result<void> set_read_mostly() const;
     Result<void> unset_read_mostly() const;
@@ -60,12 +60,12 @@ public:
     Result<void> prefetch_to(const Location& location) const;
     // The same for [offset, offset + bytes) of the range, bounds-checked
     // before any driver call.
-    Result<void> prefetch_range(std::size_t offset, std::size_t bytes, const Location& location,
+    Result<void> prefetch_range(std::size_t offset_bytes, std::size_t size_bytes, const Location& location,
                                 StreamRef stream) const;
-    Result<void> prefetch_range(std::size_t offset, std::size_t bytes, const Location& location) const;
+    Result<void> prefetch_range(std::size_t offset_bytes, std::size_t size_bytes, const Location& location) const;
 
 private:
-    ManagedMemoryHints(CUdeviceptr base, std::size_t bytes) noexcept : base_(base), bytes_(bytes) {}
+    ManagedRange(CUdeviceptr base, std::size_t bytes) noexcept : base_(base), bytes_(bytes) {}
     // One advice: advise() without the staging a list needs (the named
     // setters are called often enough for that to show).
     Result<void> advise_one(CUmem_advise advice, const Location& location) const;
