@@ -13,13 +13,11 @@ Result<void> free_device_memory(std::uintptr_t address) {
 }
 
 Result<OwnedMemory> allocate_device_memory(std::size_t count, std::size_t element_size) {
-    auto bytes = checked_bytes(count, element_size, "DeviceBuffer::allocate: count");
-    if (!bytes) return bytes.error();
-    auto context = OwnerContext::current();
-    if (!context) return context.error();
+    CUDYN_TRY_ASSIGN(auto bytes, checked_bytes(count, element_size, "DeviceBuffer::allocate: count"));
+    CUDYN_TRY_ASSIGN(auto context, OwnerContext::current());
     CUdeviceptr pointer = 0;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemAlloc_v3020, &pointer, *bytes));
-    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, *bytes, free_device_memory, std::move(*context));
+    CUDYN_TRY(call_driver(&DriverTable::cuMemAlloc_v3020, &pointer, bytes));
+    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, bytes, free_device_memory, std::move(context));
 }
 
 }  // namespace cudyn::detail

@@ -54,31 +54,25 @@ Result<void> finish_on_legacy_stream(Result<void> issued) {
 
 Result<void> copy_host_to_device(const char* operation, DeviceExtent destination, std::size_t offset,
                                  const void* source, std::size_t count, const StreamRef* stream) {
-    auto to = host_transfer_range(operation, destination, offset, source, count, "source");
-    if (!to) return to.error();
+    CUDYN_TRY_ASSIGN(auto to, host_transfer_range(operation, destination, offset, source, count, "source"));
     if (stream == nullptr)
-        return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyHtoD_v3020, to->address, source, to->bytes));
-    return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to->address, source, to->bytes, stream->handle());
+        return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyHtoD_v3020, to.address, source, to.bytes));
+    return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes, stream->handle());
 }
 
 Result<void> copy_device_to_host(const char* operation, void* destination, std::size_t count, DeviceExtent source,
                                  std::size_t offset, const StreamRef* stream) {
-    auto from = host_transfer_range(operation, source, offset, destination, count, "destination");
-    if (!from) return from.error();
+    CUDYN_TRY_ASSIGN(auto from, host_transfer_range(operation, source, offset, destination, count, "destination"));
     if (stream == nullptr)
-        return call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from->address, from->bytes);
-    return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from->address, from->bytes,
+        return call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from.address, from.bytes);
+    return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from.address, from.bytes,
                        stream->handle());
 }
 
 Result<void> copy_device_to_device(const char* operation, DeviceExtent destination, DeviceExtent source,
                                    const StreamRef* stream) {
-    auto destination_size = extent_bytes(operation, destination, "the destination");
-    if (!destination_size) return destination_size.error();
-    auto source_size = extent_bytes(operation, source, "source");
-    if (!source_size) return source_size.error();
-    const std::size_t destination_bytes = *destination_size;
-    const std::size_t source_bytes = *source_size;
+    CUDYN_TRY_ASSIGN(const std::size_t destination_bytes, extent_bytes(operation, destination, "the destination"));
+    CUDYN_TRY_ASSIGN(const std::size_t source_bytes, extent_bytes(operation, source, "source"));
     if (source.address == destination.address) return refused(operation, "source is the destination itself");
     if (source_bytes > destination_bytes)
         return refused(operation, "source (" + bytes_text(source_bytes) + ") does not fit the destination (" +
@@ -97,9 +91,7 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
 
 Result<void> set_device_bytes(const char* operation, DeviceExtent destination, std::uint8_t value,
                               const StreamRef* stream) {
-    auto size = extent_bytes(operation, destination, "the destination");
-    if (!size) return size.error();
-    const std::size_t bytes = *size;
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, extent_bytes(operation, destination, "the destination"));
     const auto byte = static_cast<unsigned char>(value);
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemsetD8Async_v3020, destination.address, byte, bytes, stream->handle());
@@ -108,9 +100,7 @@ Result<void> set_device_bytes(const char* operation, DeviceExtent destination, s
 
 Result<void> set_device_words(const char* operation, DeviceExtent destination, std::uint32_t value,
                               const StreamRef* stream) {
-    auto size = extent_bytes(operation, destination, "the destination");
-    if (!size) return size.error();
-    const std::size_t bytes = *size;
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, extent_bytes(operation, destination, "the destination"));
     // cuMemsetD32 needs a 4-byte-aligned address; say so instead of passing
     // on the driver's bare INVALID_VALUE.
     if (destination.address % 4 != 0 || bytes % 4 != 0)

@@ -21,15 +21,14 @@ Result<HostRegistration> HostRegistration::register_memory(void* data, std::size
                                           "HostRegistration::register_memory"));
     if (flags.device_mapped)
         CUDYN_TRY(detail::require_host_mapping("cuMemHostGetDevicePointer_v2", "HostRegistration (device_mapped)"));
-    auto context = detail::OwnerContext::current();
-    if (!context) return context.error();
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
     CUDYN_TRY(call_driver(&DriverTable::cuMemHostRegister_v6050, data, bytes, flags.to_cu()));
     detail::OwnedMemory memory(reinterpret_cast<std::uintptr_t>(data), 0, bytes, unregister_host_memory,
-                               std::move(*context));
+                               std::move(context));
     if (flags.device_mapped) {
-        auto device_pointer = detail::mapped_device_pointer(data);
-        if (!device_pointer) return device_pointer.error();  // `memory` unregisters on the way out
-        memory.set_device_address(*device_pointer);
+        // On failure `memory` unregisters on the way out.
+        CUDYN_TRY_ASSIGN(auto device_pointer, detail::mapped_device_pointer(data));
+        memory.set_device_address(device_pointer);
     }
     return HostRegistration(std::move(memory), flags);
 }

@@ -51,19 +51,17 @@ Result<IpcEventDescriptor> IpcEventDescriptor::from_bytes(const void* data, std:
 // ---- event -----------------------------------------------------------------------------------
 
 Result<InterprocessEvent> InterprocessEvent::create() {
-    auto context = detail::OwnerContext::current();
-    if (!context) return context.error();
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
     CUevent event = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuEventCreate_v2000, &event, kFlags));
-    return InterprocessEvent(event, false, std::move(*context));
+    return InterprocessEvent(event, false, std::move(context));
 }
 
 Result<InterprocessEvent> open_ipc_event(const IpcEventDescriptor& descriptor) {
     if (descriptor.exported_by_this_process())
         return Error::invalid_argument(
             "open_ipc_event: the descriptor was exported by this process (use the event itself)");
-    auto context = detail::OwnerContext::current();
-    if (!context) return context.error();
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
     CUevent event = nullptr;
     if (auto opened = call_driver(&DriverTable::cuIpcOpenEventHandle_v4010, &event, descriptor.handle().to_cu());
         !opened) {
@@ -73,7 +71,7 @@ Result<InterprocessEvent> open_ipc_event(const IpcEventDescriptor& descriptor) {
             error.message += ": the exporter may have destroyed the event or exited";
         return error;
     }
-    return InterprocessEvent(event, true, std::move(*context));
+    return InterprocessEvent(event, true, std::move(context));
 }
 
 InterprocessEvent::InterprocessEvent(InterprocessEvent&& other) noexcept

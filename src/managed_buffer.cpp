@@ -8,15 +8,13 @@
 namespace cudyn::detail {
 
 Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t element_size, ManagedAttach attach) {
-    auto bytes = checked_bytes(count, element_size, "ManagedBuffer::allocate: count");
-    if (!bytes) return bytes.error();
+    CUDYN_TRY_ASSIGN(auto bytes, checked_bytes(count, element_size, "ManagedBuffer::allocate: count"));
     const unsigned int flags =
         attach == ManagedAttach::Host ? unsigned{CU_MEM_ATTACH_HOST} : unsigned{CU_MEM_ATTACH_GLOBAL};
-    auto context = OwnerContext::current();
-    if (!context) return context.error();
+    CUDYN_TRY_ASSIGN(auto context, OwnerContext::current());
     CUdeviceptr pointer = 0;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemAllocManaged_v6000, &pointer, *bytes, flags));
-    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, *bytes, free_device_memory, std::move(*context));
+    CUDYN_TRY(call_driver(&DriverTable::cuMemAllocManaged_v6000, &pointer, bytes, flags));
+    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, bytes, free_device_memory, std::move(context));
 }
 
 Result<ManagedRange> managed_subrange(const OwnedMemory& memory, std::size_t element_size, std::size_t first,

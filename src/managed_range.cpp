@@ -29,16 +29,14 @@ Result<PreparedLocation> prepare_location(const Location& location, const char* 
     if (location_abi) {
         prepared.location = location.to_cu();
     } else {
-        auto legacy = location.to_legacy_device(v1_entry);
-        if (!legacy) return legacy.error();
-        prepared.legacy_device = *legacy;
+        CUDYN_TRY_ASSIGN(auto legacy, location.to_legacy_device(v1_entry));
+        prepared.legacy_device = legacy;
     }
     if (location.kind() == LocationKind::Device) {
-        auto count = visible_device_count();
-        if (!count) return count.error();
-        if (location.id() >= *count)
+        CUDYN_TRY_ASSIGN(auto count, visible_device_count());
+        if (location.id() >= count)
             return Error::invalid_argument(std::string(what) + ": " + location.describe() + " is out of range: " +
-                                           std::to_string(*count) + " device(s) visible");
+                                           std::to_string(count) + " device(s) visible");
     }
     return prepared;
 }
@@ -49,9 +47,8 @@ Result<PreparedLocation> prepare_location(const Location& location, const char* 
 // CUDA_ERROR_INVALID_DEVICE otherwise, so it is checked first and named.
 Result<void> require_concurrent_managed_access(const Location& location, const char* entry, const char* what,
                                                const char* consequence) {
-    auto concurrent = concurrent_managed_access(location.id());
-    if (!concurrent) return concurrent.error();
-    if (!*concurrent)
+    CUDYN_TRY_ASSIGN(auto concurrent, concurrent_managed_access(location.id()));
+    if (!concurrent)
         return Error::not_supported(entry, std::string(what) + ": " + location.describe() +
                                                " lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: " + consequence);
     return ok();
@@ -121,9 +118,8 @@ Result<ManagedRange> ManagedRange::subrange(std::size_t offset, std::size_t byte
 }
 
 Result<void> ManagedRange::advise_one(CUmem_advise advice, const Location& location) const {
-    auto target = detail::prepare_advice_location(advice, location, "ManagedRange::advise: location");
-    if (!target) return target.error();
-    return detail::issue_advice(base_, bytes_, advice, *target);
+    CUDYN_TRY_ASSIGN(auto target, detail::prepare_advice_location(advice, location, "ManagedRange::advise: location"));
+    return detail::issue_advice(base_, bytes_, advice, target);
 }
 
 Result<void> ManagedRange::advise(std::initializer_list<ManagedAdvice> advices) const {
@@ -134,9 +130,9 @@ Result<void> ManagedRange::advise(std::initializer_list<ManagedAdvice> advices) 
         if (step.advice < CU_MEM_ADVISE_SET_READ_MOSTLY || step.advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
             return Error::invalid_argument("ManagedRange::advise: advice " +
                                            std::to_string(static_cast<int>(step.advice)) + " is not a CUmem_advise");
-        auto target = detail::prepare_advice_location(step.advice, step.location, "ManagedRange::advise: location");
-        if (!target) return target.error();
-        prepared.push_back(*target);
+        CUDYN_TRY_ASSIGN(auto target, detail::prepare_advice_location(step.advice, step.location,
+                                                                      "ManagedRange::advise: location"));
+        prepared.push_back(target);
     }
     // Advice cannot be taken back (the driver does not say what a range had
     // before), so a failure part-way names exactly what stayed applied.
@@ -179,9 +175,8 @@ Result<void> ManagedRange::unset_accessed_by(const Location& location) const {
 }
 
 Result<void> ManagedRange::prefetch_to(const Location& location, StreamRef stream) const {
-    auto target = detail::prepare_prefetch_location(location, "ManagedRange::prefetch_to: location");
-    if (!target) return target.error();
-    return detail::issue_prefetch(base_, bytes_, *target, stream.handle());
+    CUDYN_TRY_ASSIGN(auto target, detail::prepare_prefetch_location(location, "ManagedRange::prefetch_to: location"));
+    return detail::issue_prefetch(base_, bytes_, target, stream.handle());
 }
 
 Result<void> ManagedRange::prefetch_to(const Location& location) const {

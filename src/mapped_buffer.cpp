@@ -15,13 +15,12 @@ Result<CUdevice> current_context_device() {
 }
 
 Result<void> require_host_mapping(const char* entry, const char* what) {
-    auto device = current_context_device();
-    if (!device) return device.error();
+    CUDYN_TRY_ASSIGN(auto device, current_context_device());
     int can_map = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetAttribute_v2000, &can_map, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
-                          *device));
+                          device));
     if (can_map != 0) return ok();
-    return Error::not_supported(entry, std::string(what) + ": device " + std::to_string(*device) +
+    return Error::not_supported(entry, std::string(what) + ": device " + std::to_string(device) +
                                            " cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)");
 }
 
@@ -38,9 +37,9 @@ Result<OwnedMemory> allocate_mapped_memory(std::size_t count, std::size_t elemen
     flags.device_mapped = true;
     auto memory = allocate_pinned_memory(count, element_size, flags.to_cu(), what);
     if (!memory) return memory;
-    auto device_pointer = mapped_device_pointer(reinterpret_cast<void*>(memory->address()));
-    if (!device_pointer) return device_pointer.error();  // `memory` frees the allocation on the way out
-    memory->set_device_address(*device_pointer);
+    // On failure `memory` frees the allocation on the way out.
+    CUDYN_TRY_ASSIGN(auto device_pointer, mapped_device_pointer(reinterpret_cast<void*>(memory->address())));
+    memory->set_device_address(device_pointer);
     return memory;
 }
 

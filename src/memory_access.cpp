@@ -38,11 +38,9 @@ Result<void> check_peer(const Location& owner, int accessor_ordinal, const std::
         return Error::not_supported({}, what + ": device " + std::to_string(accessor_ordinal) +
                                             " does not support virtual memory management");
     if (owner.kind() != LocationKind::Device) return ok();
-    auto owner_device = Device::get(owner.id());
-    if (!owner_device) return owner_device.error();
-    auto can = accessor->can_access_peer(*owner_device);
-    if (!can) return can.error();
-    if (!*can)
+    CUDYN_TRY_ASSIGN(auto owner_device, Device::get(owner.id()));
+    CUDYN_TRY_ASSIGN(auto can, accessor->can_access_peer(owner_device));
+    if (!can)
         return Error::not_supported(entry_info(&DriverTable::cuDeviceCanAccessPeer_v4000).abi_symbol,
                                     what + ": device " + std::to_string(accessor_ordinal) +
                                         " cannot access memory on device " + std::to_string(owner.id()) +

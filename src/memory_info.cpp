@@ -8,10 +8,9 @@
 namespace cudyn {
 
 Result<DeviceMemoryInfo> current_device_memory_info() {
-    auto device = detail::current_context_device();
-    if (!device) return device.error();
+    CUDYN_TRY_ASSIGN(auto device, detail::current_context_device());
     DeviceMemoryInfo info;
-    info.device = static_cast<int>(*device);
+    info.device = static_cast<int>(device);
     CUDYN_TRY(call_driver(&DriverTable::cuMemGetInfo_v3020, &info.free_bytes, &info.total_bytes));
     return info;
 }

@@ -77,9 +77,8 @@ Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor) {
         return Error::invalid_argument(
             "open_ipc_memory: the descriptor was exported by this process; CUDA does not let a process open its "
             "own IPC handle (use the memory directly)");
-    auto owner = detail::OwnerContext::current();
-    if (!owner) return owner.error();
-    const CUcontext context = owner->handle();
+    CUDYN_TRY_ASSIGN(auto owner, detail::OwnerContext::current());
+    const CUcontext context = owner.handle();
     const OpenRecord::Key key{context, descriptor.handle().to_bytes()};
     if (context != nullptr && !open_record().claim(key))
         return Error::invalid_argument(
@@ -91,7 +90,7 @@ Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor) {
         return std::move(base).error();
     }
     OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset_bytes()), static_cast<std::size_t>(descriptor.size_bytes()),
-                     std::move(*owner), descriptor.handle());
+                     std::move(owner), descriptor.handle());
     // The descriptor's sizes are the exporter's word: check them against what
     // was mapped. A check that cannot be made fails the open (closed again):
     // an unchecked size could let a span run past the mapping.

@@ -91,11 +91,10 @@ Result<OwnerContext> OwnerContext::current() {
         if (why == CUDA_ERROR_INVALID_CONTEXT || why == CUDA_ERROR_CONTEXT_IS_DESTROYED) return owner;
         return std::move(known).error();
     }
-    auto primary = retain_primary(device);
-    if (!primary) return std::move(primary).error();
+    CUDYN_TRY_ASSIGN(auto primary, retain_primary(device));
     // The current context is not the device's primary one: cudyn can only
     // remember it (the retain just taken goes again with `primary`).
-    if (primary->handle() != context) {
+    if (primary.handle() != context) {
         owner.context_ = std::make_shared<ContextRetain>(context, device, false);
         return owner;
     }

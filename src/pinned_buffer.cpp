@@ -14,13 +14,11 @@ Result<void> free_pinned_memory(std::uintptr_t address) {
 
 Result<OwnedMemory> allocate_pinned_memory(std::size_t count, std::size_t element_size, unsigned int flags,
                                            const char* what) {
-    auto bytes = checked_bytes(count, element_size, what);
-    if (!bytes) return bytes.error();
-    auto context = OwnerContext::current();
-    if (!context) return context.error();
+    CUDYN_TRY_ASSIGN(auto bytes, checked_bytes(count, element_size, what));
+    CUDYN_TRY_ASSIGN(auto context, OwnerContext::current());
     void* host = nullptr;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemHostAlloc_v2020, &host, *bytes, flags));
-    return OwnedMemory(reinterpret_cast<std::uintptr_t>(host), 0, *bytes, free_pinned_memory, std::move(*context));
+    CUDYN_TRY(call_driver(&DriverTable::cuMemHostAlloc_v2020, &host, bytes, flags));
+    return OwnedMemory(reinterpret_cast<std::uintptr_t>(host), 0, bytes, free_pinned_memory, std::move(context));
 }
 
 }  // namespace cudyn::detail

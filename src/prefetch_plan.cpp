@@ -53,9 +53,8 @@ Result<void> PrefetchPlan::execute(StreamRef stream) const {
     std::vector<detail::PreparedLocation> targets;
     targets.reserve(locations.size());
     for (const Location& location : locations) {
-        auto target = detail::prepare_prefetch_location(location, kWhat);
-        if (!target) return target.error();
-        targets.push_back(*target);
+        CUDYN_TRY_ASSIGN(auto target, detail::prepare_prefetch_location(location, kWhat));
+        targets.push_back(target);
     }
 
     if (!batch_usable(stream, targets)) {

@@ -8,9 +8,8 @@
 namespace cudyn {
 
 Result<PrimaryContext> PrimaryContext::retain(const Device& device) {
-    auto context = detail::OwnerContext::retain_primary(device.handle());
-    if (!context) return std::move(context).error();
-    return PrimaryContext(device, std::move(*context));
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::retain_primary(device.handle()));
+    return PrimaryContext(device, std::move(context));
 }
 
 Result<PrimaryContext> PrimaryContext::activate(const Device& device) {

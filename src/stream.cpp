@@ -8,12 +8,11 @@
 namespace cudyn {
 
 Result<Stream> Stream::create(bool blocking) {
-    auto context = detail::OwnerContext::current();
-    if (!context) return context.error();
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
     CUstream stream = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuStreamCreate_v2000, &stream,
                           blocking ? unsigned{CU_STREAM_DEFAULT} : unsigned{CU_STREAM_NON_BLOCKING}));
-    return Stream(stream, std::move(*context));
+    return Stream(stream, std::move(context));
 }
 
 Stream::Stream(Stream&& other) noexcept
