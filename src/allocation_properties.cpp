@@ -1,10 +1,10 @@
 // cudyn — AllocationProperties: validation, support checks, granularity.
 #include "cudyn/allocation_properties.hpp"
-#include "cudyn/device.hpp"
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/driver_call.hpp"
 
-#include "memory_internal.hpp"
+#include "device_facts.hpp"
+#include "host_mapping.hpp"
 #include "vmm_detail.hpp"
 
 #include <cstdio>
@@ -21,16 +21,21 @@ struct HandleTypeRow {
     HandleType type;
     const char* name;
     bool DeviceCapabilities::*supported;
-    const char* attribute;
 };
 constexpr HandleTypeRow kHandleTypes[] = {
-    {HandleType::PosixFileDescriptor, "posix_fd", &DeviceCapabilities::posix_fd_handles,
-     "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"},
-    {HandleType::Win32, "win32", &DeviceCapabilities::win32_handles, "HANDLE_TYPE_WIN32_HANDLE_SUPPORTED"},
-    {HandleType::Win32Kmt, "win32_kmt", &DeviceCapabilities::win32_kmt_handles,
-     "HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED"},
-    {HandleType::Fabric, "fabric", &DeviceCapabilities::fabric_handles, "HANDLE_TYPE_FABRIC_SUPPORTED"},
+    {HandleType::PosixFileDescriptor, "posix_fd", &DeviceCapabilities::posix_fd_handles},
+    {HandleType::Win32, "win32", &DeviceCapabilities::win32_handles},
+    {HandleType::Win32Kmt, "win32_kmt", &DeviceCapabilities::win32_kmt_handles},
+    {HandleType::Fabric, "fabric", &DeviceCapabilities::fabric_handles},
 };
+
+// "HANDLE_TYPE_FABRIC_SUPPORTED is 0": the attribute behind a "no", from the
+// capability list, so a message cannot name another attribute than was read.
+std::string is_zero(bool DeviceCapabilities::*field) {
+    for (const DeviceCapabilityInfo& row : device_capability_list)
+        if (row.field == field) return std::string(row.attribute_name) + " is 0";
+    return "the attribute is 0";
+}
 
 std::string hex(unsigned value) {
     char text[16];
@@ -39,10 +44,10 @@ std::string hex(unsigned value) {
 }
 
 // Host VMM is judged by the device of the current context, else device 0.
-Result<Device> device_judging(const Location& location) {
-    if (location.kind() == LocationKind::Device) return Device::get(location.id());
+int judging_ordinal(const Location& location) {
+    if (location.kind() == LocationKind::Device) return location.id();
     auto current = detail::current_context_device();
-    return Device::get(current ? static_cast<int>(*current) : 0);
+    return current ? static_cast<int>(*current) : 0;
 }
 
 }  // namespace
@@ -95,11 +100,12 @@ Result<void> AllocationProperties::validate() const {
 Result<void> AllocationProperties::check_supported() const {
     CUDYN_TRY(validate());
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemCreate_v10020));
-    auto device = device_judging(location_);
-    if (!device) return device.error();
-    auto caps = probe_capabilities(*device);
+    // From the per-device cache: after the first call for a device this asks
+    // the driver nothing (a host location asks for the current context's device).
+    const int ordinal = judging_ordinal(location_);
+    auto caps = detail::capabilities(ordinal);
     if (!caps) return caps.error();
-    const std::string on = "device " + std::to_string(device->ordinal());
+    const std::string on = "device " + std::to_string(ordinal);
     const auto unsupported = [this](const std::string& why) {
         return Error::not_supported({}, describe() + ": " + why);
     };
@@ -107,28 +113,29 @@ Result<void> AllocationProperties::check_supported() const {
         case LocationKind::Device:
             if (!caps->virtual_memory_management)
                 // describe() already starts with the device: "device 0: it does not ..."
-                return unsupported("it does not support virtual memory management "
-                                   "(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)");
+                return unsupported("it does not support virtual memory management (" +
+                                   is_zero(&DeviceCapabilities::virtual_memory_management) + ")");
             break;
         case LocationKind::Host:
             if (!caps->host_virtual_memory_management)
-                return unsupported("host VMM allocations are not supported (HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED "
-                                   "is 0 on " + on + ")");
+                return unsupported("host VMM allocations are not supported (" +
+                                   is_zero(&DeviceCapabilities::host_virtual_memory_management) + " on " + on + ")");
             break;
         case LocationKind::HostNuma:
         case LocationKind::HostNumaCurrent:
             if (!caps->host_numa_virtual_memory_management)
-                return unsupported("host NUMA VMM allocations are not supported "
-                                   "(HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0 on " + on + ")");
+                return unsupported("host NUMA VMM allocations are not supported (" +
+                                   is_zero(&DeviceCapabilities::host_numa_virtual_memory_management) + " on " + on +
+                                   ")");
             break;
     }
     for (const HandleTypeRow& row : kHandleTypes)
         if (includes(handle_types_, row.type) && !((*caps).*row.supported))
-            return unsupported(std::string(row.name) + " handles are not supported on " + on + " (" + row.attribute +
-                               " is 0)");
+            return unsupported(std::string(row.name) + " handles are not supported on " + on + " (" +
+                               is_zero(row.supported) + ")");
     if (gpu_direct_rdma_ && !caps->rdma_with_vmm)
-        return unsupported("GPUDirect RDMA on VMM memory is not supported on " + on +
-                           " (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED is 0)");
+        return unsupported("GPUDirect RDMA on VMM memory is not supported on " + on + " (" +
+                           is_zero(&DeviceCapabilities::rdma_with_vmm) + ")");
     return ok();
 }
 

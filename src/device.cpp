@@ -4,6 +4,8 @@
 #include "cudyn/driver_call.hpp"
 #include "cudyn/loader.hpp"
 
+#include "device_facts.hpp"
+
 #include <utility>
 
 namespace cudyn {
@@ -61,37 +63,9 @@ Result<bool> Device::can_access_peer(const Device& peer) const {
 }
 
 Result<DeviceCapabilities> probe_capabilities(const Device& device) {
-    CUDYN_TRY(driver_status());
-    // An attribute newer than the driver is answered with CUDA_ERROR_INVALID_VALUE
-    // (or NOT_SUPPORTED): that means "no", not a failure of the whole probe.
-    // Any other answer (out of memory, a lost context, ...) is a failure: a
-    // transient error must not read as a permanent absence.
-    Result<void> failure = ok();
-    const auto flag = [&device, &failure](CUdevice_attribute attribute) {
-        auto value = device.attribute(attribute);
-        if (value) return *value != 0;
-        const CUresult why = value.error().driver_result;
-        if (why != CUDA_ERROR_INVALID_VALUE && why != CUDA_ERROR_NOT_SUPPORTED && failure.has_value())
-            failure = std::move(value).error();
-        return false;
-    };
-    DeviceCapabilities caps;
-    caps.virtual_memory_management = flag(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-    caps.posix_fd_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
-    caps.win32_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED);
-    caps.win32_kmt_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED);
-    caps.fabric_handles = flag(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED);
-    caps.rdma_with_vmm = flag(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
-    caps.host_virtual_memory_management = flag(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-    caps.host_numa_virtual_memory_management = flag(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-    caps.managed_memory = flag(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
-    caps.concurrent_managed_access = flag(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
-    caps.can_map_host_memory = flag(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
-    caps.unified_addressing = flag(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
-    caps.pageable_memory_access = flag(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS);
-    caps.host_pointer_for_registered_memory = flag(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM);
-    if (!failure) return std::move(failure).error();
-    return caps;
+    // The rows of device_capabilities.def, read and classified once per device
+    // by the facts cache (device_facts.cpp).
+    return detail::capabilities(device.ordinal(), device.handle());
 }
 
 }  // namespace cudyn

@@ -3,10 +3,11 @@
 //
 // CUDA fixes the set of visible devices and their attributes at cuInit
 // (CUDA_VISIBLE_DEVICES is read then), and cudyn never unloads the driver, so
-// the answers stay true for the life of the process. The per-call checks of
-// advice and prefetch use them: without the cache each advice paid four
-// driver calls (two device counts, cuDeviceGet, cuDeviceGetAttribute) of
-// checks, 14% on top of a 755 ns cuMemAdvise_v2 on an H200.
+// the answers stay true for the life of the process. The per-call checks use
+// them: without the cache each advice paid four driver calls (two device
+// counts, cuDeviceGet, cuDeviceGetAttribute) of checks, 14% on top of a 755 ns
+// cuMemAdvise_v2 on an H200, and each PhysicalMemory::create or
+// allocation_granularity read every capability attribute again.
 //
 // Each fact is 0 until the first successful query stores it (racing first
 // queries both ask the driver and store the same answer); a failed query is
@@ -14,25 +15,49 @@
 // acquire load, inline.
 #pragma once
 
+#include "cudyn/device_capabilities.hpp"
 #include "cudyn/result.hpp"
+
+#include <cuda.h>
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 namespace cudyn::detail {
 
 namespace facts {
 // The device count plus one.
 extern std::atomic<int> device_count;
-// One slot per device ordinal: 0 unknown, kNo, kYes. Ordinals past the table
-// (no machine has that many GPUs today) are asked every time.
-constexpr std::size_t kCachedDevices = 64;
-constexpr int kNo = 1;
-constexpr int kYes = 2;
-extern std::atomic<int> concurrent_managed_access[kCachedDevices];
 
-Result<int> ask_device_count();                        // and store it
-Result<bool> ask_concurrent_managed_access(int ordinal);  // and store it where it has a slot
+// One word per device ordinal: 0 unknown, else kKnown with bit i set when row
+// i of device_capability_list is "yes", so a device's whole DeviceCapabilities
+// is published by one store. Ordinals past the table (no machine has that
+// many GPUs today) are asked every time.
+constexpr std::size_t kCachedDevices = 64;
+constexpr std::uint32_t kKnown = std::uint32_t{1} << 31;
+static_assert(device_capability_count < 31, "device_capabilities.def outgrew the cache word: widen it");
+extern std::atomic<std::uint32_t> capability_words[kCachedDevices];
+
+// The bit of each capability in a cache word, in the .def's order.
+enum class Bit : unsigned {
+#define CUDYN_DEVICE_CAPABILITY(field, attribute, description) field,
+#include "cudyn/device_capabilities.def"
+#undef CUDYN_DEVICE_CAPABILITY
+};
+
+// The stored word of `ordinal`, 0 when unknown or past the table.
+inline std::uint32_t stored_capabilities(int ordinal) noexcept {
+    if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= kCachedDevices) return 0;
+    return capability_words[ordinal].load(std::memory_order_acquire);
+}
+DeviceCapabilities unpack(std::uint32_t word) noexcept;
+
+Result<int> ask_device_count();  // and store it
+// Reads every attribute of device `ordinal` (its handle `device`, or looked
+// up with cuDeviceGet when `device` is null) and stores the answer where the
+// ordinal has a slot.
+Result<DeviceCapabilities> ask_capabilities(int ordinal, const CUdevice* device);
 }  // namespace facts
 
 // cuDeviceGetCount, once.
@@ -42,14 +67,28 @@ inline Result<int> visible_device_count() {
     return facts::ask_device_count();
 }
 
+// The capabilities of device `ordinal` (handle `device`), once per device.
+inline Result<DeviceCapabilities> capabilities(int ordinal, CUdevice device) {
+    if (const std::uint32_t known = facts::stored_capabilities(ordinal); known != 0) return facts::unpack(known);
+    return facts::ask_capabilities(ordinal, &device);
+}
+
+// The same by ordinal alone: InvalidArgument, as Device::get words it, outside
+// [0, visible_device_count()), without asking the driver once both are known.
+Result<DeviceCapabilities> capabilities(int ordinal);
+
 // CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS of device `ordinal`, once
 // per device; `ordinal` must be in [0, visible_device_count()).
 inline Result<bool> concurrent_managed_access(int ordinal) {
-    if (ordinal >= 0 && static_cast<std::size_t>(ordinal) < facts::kCachedDevices) {
-        const int known = facts::concurrent_managed_access[ordinal].load(std::memory_order_acquire);
-        if (known != 0) return known == facts::kYes;
-    }
-    return facts::ask_concurrent_managed_access(ordinal);
+    if (const std::uint32_t known = facts::stored_capabilities(ordinal); known != 0)
+        return (known & (std::uint32_t{1} << static_cast<unsigned>(facts::Bit::concurrent_managed_access))) != 0;
+    CUDYN_TRY_ASSIGN(auto caps, facts::ask_capabilities(ordinal, nullptr));
+    return caps.concurrent_managed_access;
 }
+
+// Forgets every stored capability word, so the next query reads the driver
+// again. Only for the fake-driver tests, whose driver can change an attribute
+// mid-process (a real one never does); the library never calls it.
+void forget_capabilities() noexcept;
 
 }  // namespace cudyn::detail

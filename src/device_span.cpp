@@ -2,7 +2,7 @@
 #include "cudyn/device_span.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/owned_memory.hpp"
-#include "memory_internal.hpp"
+#include "legacy_stream_wait.hpp"
 
 #include <string>
 

@@ -1,5 +1,6 @@
 // cudyn — FdChannel and FdListener: framed messages and SCM_RIGHTS over Unix
-// domain stream sockets, with poll() deadlines on every wait.
+// domain stream sockets, with poll() deadlines on every wait. Part of the
+// cudyn_channel component: nothing here knows about CUDA or the driver.
 #include "cudyn/fd_channel.hpp"
 
 #include "wire_format.hpp"
@@ -47,9 +48,35 @@ void FdListener::unlink_path() noexcept {}
 
 namespace {
 
-constexpr char kFrameMagic[9] = "CUDYNMSG";
-constexpr std::size_t kFrameSize = 32;
-constexpr std::uint32_t kCarriesDescriptor = 1;
+// What precedes every payload on the socket.
+struct Frame {
+    static constexpr std::size_t kSerializedSize = 32;
+    std::uint32_t tag = 0;
+    std::uint32_t flags = 0;
+    std::uint32_t payload_size = 0;
+};
+constexpr std::uint32_t kCarriesDescriptor = 1;  // Frame::flags
+
+}  // namespace
+
+namespace detail {
+template <>
+struct WireLayout<Frame> {
+    static constexpr char kMagic[9] = "CUDYNMSG";
+    static constexpr const char* kName = "frame";
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& frame) {
+        wire.u32(frame.tag);
+        wire.u32(frame.flags);
+        wire.u32(frame.payload_size);
+        wire.reserved(4);
+    }
+};
+}  // namespace detail
+
+namespace {
+
+constexpr std::size_t kFrameSize = Frame::kSerializedSize;
 constexpr std::size_t kMaxDescriptorsPerRead = 4;  // more than one is already a protocol error
 
 #if defined(MSG_NOSIGNAL)
@@ -81,7 +108,11 @@ private:
 };
 
 Error io_error(const char* operation, const std::string& message) {
-    return Error{ErrorCode::Io, CUDA_SUCCESS, operation, message};
+    Error error;  // no driver involved: driver_result keeps its "none" default
+    error.code = ErrorCode::Io;
+    error.entry_point = operation;
+    error.message = message;
+    return error;
 }
 
 [[maybe_unused]] void set_cloexec(int fd) noexcept {
@@ -316,13 +347,11 @@ Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t
     if (fd < -1 || (fd >= 0 && ::fcntl(fd, F_GETFD) < 0))
         return Error::invalid_argument("FdChannel::send: fd " + std::to_string(fd) + " is not an open descriptor");
 
-    std::uint8_t frame[kFrameSize] = {};
-    detail::WireWriter out(frame);
-    out.header(kFrameMagic, kFrameSize);
-    out.u32(tag);
-    out.u32(fd >= 0 ? kCarriesDescriptor : 0);
-    out.u32(static_cast<std::uint32_t>(size));
-    out.u32(0);
+    Frame header;
+    header.tag = tag;
+    header.flags = fd >= 0 ? kCarriesDescriptor : 0;
+    header.payload_size = static_cast<std::uint32_t>(size);
+    auto frame = detail::write_record(header);
 
     union {
         cmsghdr align;
@@ -336,7 +365,7 @@ Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t
         CUDYN_TRY(wait_ready(socket_.get(), POLLOUT, deadline, kOperation));
         iovec parts[2];
         int count = 0;
-        if (sent < kFrameSize) parts[count++] = iovec{frame + sent, kFrameSize - sent};
+        if (sent < kFrameSize) parts[count++] = iovec{frame.data() + sent, kFrameSize - sent};
         const std::size_t payload_done = sent < kFrameSize ? 0 : sent - kFrameSize;
         if (payload_done < size)
             parts[count++] = iovec{const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(payload)) + payload_done,
@@ -376,14 +405,14 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
     std::uint8_t frame[kFrameSize];
     CUDYN_TRY(read_exact(socket_.get(), frame, kFrameSize, descriptors, deadline, false));
 
-    detail::WireReader in(frame, kFrameSize);
-    if (auto checked = in.check(kFrameMagic, kFrameSize, "frame"); !checked)
+    Frame header;
+    if (auto checked = detail::read_record(frame, kFrameSize, header); !checked)
         return io_error(kOperation, "the peer sent something that is not a cudyn channel frame: " +
                                         checked.error().message);
     ChannelMessage message;
-    message.tag = in.u32();
-    const std::uint32_t flags = in.u32();
-    const std::uint32_t size = in.u32();
+    message.tag = header.tag;
+    const std::uint32_t flags = header.flags;
+    const std::uint32_t size = header.payload_size;
     if (size > kMaxPayload || (flags & ~kCarriesDescriptor) != 0)
         return io_error(kOperation, "the peer sent a malformed frame (payload " + std::to_string(size) + " bytes, flags " +
                                         std::to_string(flags) + ")");

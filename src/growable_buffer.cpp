@@ -153,7 +153,7 @@ Result<void> GrowableBuffer::map_chunks(std::size_t target) {
     };
     chunks_.reserve(target);
     for (std::size_t index = first; index < target; ++index) {
-        auto memory = PhysicalMemory::create_checked(properties_, chunk_size_, granularity_);
+        auto memory = PhysicalMemory::create(properties_, chunk_size_);
         if (!memory) return roll_back(std::move(memory).error());
         auto mapping = MappedRange::map(range_, index * chunk_size_, *memory);
         if (!mapping) return roll_back(std::move(mapping).error());

@@ -1,7 +1,7 @@
 // cudyn — HostRegistration: cuMemHostRegister_v2 / cuMemHostUnregister.
 #include "cudyn/host_registration.hpp"
 #include "cudyn/driver_call.hpp"
-#include "memory_internal.hpp"
+#include "host_mapping.hpp"
 
 #include <cstdint>
 #include <utility>

@@ -12,7 +12,6 @@
 namespace cudyn {
 
 namespace {
-constexpr char kMagic[9] = "CUDYNIPE";
 constexpr const char* kWhat = "IpcEventDescriptor";
 constexpr unsigned int kFlags = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
 }  // namespace
@@ -23,25 +22,25 @@ bool IpcEventDescriptor::exported_by_this_process() const noexcept {
     return detail::is_this_process(exporter_pid_, exporter_token_);
 }
 
-IpcEventDescriptor::Bytes IpcEventDescriptor::to_bytes() const noexcept {
-    Bytes bytes{};
-    detail::WireWriter out(bytes.data());
-    out.header(kMagic, kSerializedSize);
-    out.u64(exporter_pid_);
-    out.u64(exporter_token_);
-    out.bytes(handle_.to_bytes().data(), IpcEventHandle::kSize);
-    return bytes;
-}
+namespace detail {
+template <>
+struct WireLayout<IpcEventDescriptor> {
+    static constexpr char kMagic[9] = "CUDYNIPE";
+    static constexpr const char* kName = kWhat;
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& descriptor) {
+        wire.u64(descriptor.exporter_pid_);
+        wire.u64(descriptor.exporter_token_);
+        wire.handle(descriptor.handle_);
+    }
+};
+}  // namespace detail
+
+IpcEventDescriptor::Bytes IpcEventDescriptor::to_bytes() const noexcept { return detail::write_record(*this); }
 
 Result<IpcEventDescriptor> IpcEventDescriptor::from_bytes(const void* data, std::size_t size) {
-    detail::WireReader in(data, size);
-    CUDYN_TRY(in.check(kMagic, kSerializedSize, kWhat));
     IpcEventDescriptor descriptor;
-    descriptor.exporter_pid_ = in.u64();
-    descriptor.exporter_token_ = in.u64();
-    IpcEventHandle::Bytes handle{};
-    in.bytes(handle.data(), handle.size());
-    descriptor.handle_ = IpcEventHandle::from_bytes(handle);
+    CUDYN_TRY(detail::read_record(data, size, descriptor));
     if (descriptor.exporter_pid_ == 0) return Error::invalid_argument(std::string(kWhat) + ": exporter process id is 0");
     if (descriptor.handle_ == IpcEventHandle())
         return Error::invalid_argument(std::string(kWhat) + ": the handle is all zero");
@@ -74,33 +73,8 @@ Result<InterprocessEvent> open_ipc_event(const IpcEventDescriptor& descriptor) {
     return InterprocessEvent(event, true, std::move(context));
 }
 
-InterprocessEvent::InterprocessEvent(InterprocessEvent&& other) noexcept
-    : event_(std::exchange(other.event_, nullptr)),
-      opened_(std::exchange(other.opened_, false)),
-      context_(std::move(other.context_)) {}
-
-InterprocessEvent& InterprocessEvent::operator=(InterprocessEvent&& other) noexcept {
-    if (this != &other) {
-        if (!destroy()) forget();
-        event_ = std::exchange(other.event_, nullptr);
-        opened_ = std::exchange(other.opened_, false);
-        context_ = std::move(other.context_);
-    }
-    return *this;
-}
-
-InterprocessEvent::~InterprocessEvent() {
-    if (!destroy()) forget();
-}
-
-void InterprocessEvent::forget() noexcept {
-    event_ = nullptr;
-    opened_ = false;
-    context_.reset();
-}
-
 Result<void> InterprocessEvent::require(const char* operation) const {
-    if (event_ != nullptr) return ok();
+    if (!empty()) return ok();
     return Error::invalid_argument(std::string("InterprocessEvent::") + operation +
                                    ": the event is empty (moved from or destroyed)");
 }
@@ -124,29 +98,27 @@ Result<IpcEventDescriptor> export_ipc_event(const InterprocessEvent& event) {
 
 Result<void> InterprocessEvent::record(StreamRef stream) {
     CUDYN_TRY(require("record"));
-    return call_driver(&DriverTable::cuEventRecord_v2000, event_, stream.handle());
+    return call_driver(&DriverTable::cuEventRecord_v2000, handle(), stream.handle());
 }
 
 Result<void> InterprocessEvent::wait(StreamRef stream) const {
     CUDYN_TRY(require("wait"));
-    return call_driver(&DriverTable::cuStreamWaitEvent_v3020, stream.handle(), event_, 0u);
+    return call_driver(&DriverTable::cuStreamWaitEvent_v3020, stream.handle(), handle(), 0u);
 }
 
 Result<void> InterprocessEvent::synchronize() const {
     CUDYN_TRY(require("synchronize"));
-    return call_driver(&DriverTable::cuEventSynchronize_v2000, event_);
+    return call_driver(&DriverTable::cuEventSynchronize_v2000, handle());
 }
 
 Result<bool> InterprocessEvent::query() const {
     CUDYN_TRY(require("query"));
-    return detail::completion(call_driver(&DriverTable::cuEventQuery_v2000, event_));
+    return detail::completion(call_driver(&DriverTable::cuEventQuery_v2000, handle()));
 }
 
-Result<void> InterprocessEvent::destroy() {
-    if (event_ == nullptr) return ok();
-    CUDYN_TRY(context_.release_into([this] { return call_driver(&DriverTable::cuEventDestroy_v4000, event_); }));
-    forget();
-    return ok();
+Result<void> InterprocessEvent::Traits::release(State& state) {
+    return state.context.release_into(
+        [&state] { return call_driver(&DriverTable::cuEventDestroy_v4000, state.event); });
 }
 
 }  // namespace cudyn

@@ -12,7 +12,6 @@
 namespace cudyn {
 
 namespace {
-constexpr char kMagic[9] = "CUDYNIPM";
 constexpr const char* kWhat = "IpcMemDescriptor";
 }  // namespace
 
@@ -75,31 +74,28 @@ bool IpcMemDescriptor::exported_by_this_process() const noexcept {
     return detail::is_this_process(exporter_pid_, exporter_token_);
 }
 
-IpcMemDescriptor::Bytes IpcMemDescriptor::to_bytes() const noexcept {
-    Bytes bytes{};
-    detail::WireWriter out(bytes.data());
-    out.header(kMagic, kSerializedSize);
-    out.u64(exporter_pid_);
-    out.u64(exporter_token_);
-    out.u64(allocation_size_);
-    out.u64(offset_);
-    out.u64(size_);
-    out.bytes(handle_.to_bytes().data(), IpcMemHandle::kSize);
-    return bytes;
-}
+namespace detail {
+template <>
+struct WireLayout<IpcMemDescriptor> {
+    static constexpr char kMagic[9] = "CUDYNIPM";
+    static constexpr const char* kName = kWhat;
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& descriptor) {
+        wire.u64(descriptor.exporter_pid_);
+        wire.u64(descriptor.exporter_token_);
+        wire.u64(descriptor.allocation_size_);
+        wire.u64(descriptor.offset_);
+        wire.u64(descriptor.size_);
+        wire.handle(descriptor.handle_);
+    }
+};
+}  // namespace detail
+
+IpcMemDescriptor::Bytes IpcMemDescriptor::to_bytes() const noexcept { return detail::write_record(*this); }
 
 Result<IpcMemDescriptor> IpcMemDescriptor::from_bytes(const void* data, std::size_t size) {
-    detail::WireReader in(data, size);
-    CUDYN_TRY(in.check(kMagic, kSerializedSize, kWhat));
     IpcMemDescriptor descriptor;
-    descriptor.exporter_pid_ = in.u64();
-    descriptor.exporter_token_ = in.u64();
-    descriptor.allocation_size_ = in.u64();
-    descriptor.offset_ = in.u64();
-    descriptor.size_ = in.u64();
-    IpcMemHandle::Bytes handle{};
-    in.bytes(handle.data(), handle.size());
-    descriptor.handle_ = IpcMemHandle::from_bytes(handle);
+    CUDYN_TRY(detail::read_record(data, size, descriptor));
     const std::string what(kWhat);
     if (descriptor.exporter_pid_ == 0) return Error::invalid_argument(what + ": exporter process id is 0");
     if (descriptor.size_ == 0) return Error::invalid_argument(what + ": shared size is 0");

@@ -3,7 +3,7 @@
 #include "cudyn/driver_call.hpp"
 
 #include <utility>
-#include "memory_internal.hpp"
+#include "device_memory.hpp"
 
 namespace cudyn::detail {
 

@@ -5,7 +5,8 @@
 #include "cudyn/loader.hpp"
 #include "cudyn/owned_memory.hpp"
 #include "device_facts.hpp"
-#include "memory_internal.hpp"
+#include "legacy_stream_wait.hpp"
+#include "managed_locations.hpp"
 
 #include <string>
 #include <vector>

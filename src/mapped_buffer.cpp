@@ -2,7 +2,7 @@
 // HostRegistration shares.
 #include "cudyn/mapped_buffer.hpp"
 #include "cudyn/driver_call.hpp"
-#include "memory_internal.hpp"
+#include "host_mapping.hpp"
 
 #include <string>
 

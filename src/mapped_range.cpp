@@ -43,7 +43,7 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
         range.reservation_->unclaim(offset);
         return mapped.error();
     }
-    return MappedRange(range.reservation_, memory.memory_, address, offset, bytes, std::move(*context));
+    return MappedRange(range.reservation_, memory.shared_record(), address, offset, bytes, std::move(*context));
 }
 
 Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,

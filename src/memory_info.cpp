@@ -1,7 +1,7 @@
 // cudyn — memory information: cuMemGetInfo_v2 and cuPointerGetAttributes.
 #include "cudyn/memory_info.hpp"
 #include "cudyn/driver_call.hpp"
-#include "memory_internal.hpp"
+#include "host_mapping.hpp"
 
 #include <cstdint>
 

@@ -89,8 +89,8 @@ Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor) {
         if (context != nullptr) open_record().release(key);
         return std::move(base).error();
     }
-    OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset_bytes()), static_cast<std::size_t>(descriptor.size_bytes()),
-                     std::move(owner), descriptor.handle());
+    OpenedMem opened(*base, static_cast<std::size_t>(descriptor.offset_bytes()),
+                     static_cast<std::size_t>(descriptor.size_bytes()), std::move(owner), descriptor.handle());
     // The descriptor's sizes are the exporter's word: check them against what
     // was mapped. A check that cannot be made fails the open (closed again):
     // an unchecked size could let a span run past the mapping.
@@ -115,47 +115,18 @@ Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor) {
     return opened;
 }
 
-OpenedMem::OpenedMem(OpenedMem&& other) noexcept
-    : base_(std::exchange(other.base_, 0)),
-      offset_(std::exchange(other.offset_, 0)),
-      size_(std::exchange(other.size_, 0)),
-      context_(std::move(other.context_)),
-      handle_(other.handle_) {}
-
-OpenedMem& OpenedMem::operator=(OpenedMem&& other) noexcept {
-    if (this != &other) {
-        if (!close()) forget();
-        base_ = std::exchange(other.base_, 0);
-        offset_ = std::exchange(other.offset_, 0);
-        size_ = std::exchange(other.size_, 0);
-        context_ = std::move(other.context_);
-        handle_ = other.handle_;
-    }
-    return *this;
-}
-
-OpenedMem::~OpenedMem() {
-    if (!close()) forget();
-}
-
-Result<void> OpenedMem::close() {
-    if (base_ == 0) return ok();
-    const CUcontext context = context_.handle();  // the record's key; release_into drops the reference
-    CUDYN_TRY(context_.release_into([this] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base_); }));
+Result<void> OpenedMem::Traits::release(State& state) {
+    const CUcontext context = state.context.handle();  // the record's key; release_into drops the reference
+    CUDYN_TRY(state.context.release_into(
+        [&state] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, state.base); }));
     // The handle is open in the context until the driver has closed it: only
     // then may another open of it go ahead.
-    if (context != nullptr) open_record().release({context, handle_.to_bytes()});
-    forget();
+    if (context != nullptr) open_record().release({context, state.handle.to_bytes()});
     return ok();
 }
 
-void OpenedMem::forget() noexcept {
-    // Giving up without a close (a destructor whose close failed): the record goes too.
-    if (context_.handle() != nullptr) open_record().release({context_.handle(), handle_.to_bytes()});
-    base_ = 0;
-    offset_ = 0;
-    size_ = 0;
-    context_.reset();
+void OpenedMem::Traits::abandon(State& state) noexcept {
+    if (state.context.handle() != nullptr) open_record().release({state.context.handle(), state.handle.to_bytes()});
 }
 
 }  // namespace cudyn

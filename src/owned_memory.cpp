@@ -6,21 +6,6 @@
 
 namespace cudyn::detail {
 
-Result<void> OwnedMemory::release() {
-    if (release_ == nullptr) return ok();
-    CUDYN_TRY(context_.release_into([this] { return release_(address_); }));
-    forget();
-    return ok();
-}
-
-void OwnedMemory::forget() noexcept {
-    address_ = 0;
-    device_address_ = 0;
-    bytes_ = 0;
-    release_ = nullptr;
-    context_.reset();
-}
-
 Result<void> OwnedMemory::require(const char* operation, const char* owner) const {
     if (!empty()) return ok();
     return Error::invalid_argument(std::string(operation) + ": the " + owner + " is empty (moved from or freed)");

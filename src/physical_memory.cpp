@@ -32,11 +32,6 @@ Result<PhysicalMemory> PhysicalMemory::create(const AllocationProperties& proper
         return Error::invalid_argument("PhysicalMemory::create: size " + std::to_string(size) +
                                        " is not a multiple of the allocation granularity " +
                                        std::to_string(*granularity) + " of " + properties.describe());
-    return create_checked(properties, size, *granularity);
-}
-
-Result<PhysicalMemory> PhysicalMemory::create_checked(const AllocationProperties& properties, std::size_t size,
-                                                      std::size_t granularity) {
     // The owner exists before the driver is asked (see AddressRange::reserve).
     auto memory = std::make_shared<detail::PhysicalHandle>(properties);
     const CUmemAllocationProp prop = properties.to_cu();
@@ -51,12 +46,12 @@ Result<PhysicalMemory> PhysicalMemory::create_checked(const AllocationProperties
     memory->handle = handle;
     memory->created = true;
     memory->size = size;
-    memory->granularity = granularity;
+    memory->granularity = *granularity;
     return PhysicalMemory(std::move(memory));
 }
 
 PhysicalMemory::PhysicalMemory() noexcept = default;
-PhysicalMemory::PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> memory) noexcept : memory_(std::move(memory)) {}
+PhysicalMemory::PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> record) noexcept : memory_(std::move(record)) {}
 PhysicalMemory::PhysicalMemory(PhysicalMemory&& other) noexcept = default;
 PhysicalMemory& PhysicalMemory::operator=(PhysicalMemory&& other) noexcept = default;
 PhysicalMemory::~PhysicalMemory() = default;

@@ -3,7 +3,8 @@
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/driver_call.hpp"
 #include "device_facts.hpp"
-#include "memory_internal.hpp"
+#include "legacy_stream_wait.hpp"
+#include "managed_locations.hpp"
 
 #include <algorithm>
 #include <string>

@@ -19,26 +19,10 @@ Result<PrimaryContext> PrimaryContext::activate(const Device& device) {
     return context;
 }
 
-PrimaryContext::PrimaryContext(PrimaryContext&& other) noexcept
-    : device_(other.device_), context_(std::move(other.context_)) {}
-
-PrimaryContext& PrimaryContext::operator=(PrimaryContext&& other) noexcept {
-    if (this != &other) {
-        (void)release();  // a refusal: the retain is given up (nothing else to do with it)
-        device_ = other.device_;
-        context_ = std::move(other.context_);
-    }
-    return *this;
-}
-
-PrimaryContext::~PrimaryContext() { (void)release(); }
-
 Result<void> PrimaryContext::make_current() const {
-    if (context_.empty())
+    if (retain_.empty())
         return Error::invalid_argument("make_current: the PrimaryContext is empty (moved from or released)");
-    return call_driver(&DriverTable::cuCtxSetCurrent_v4000, context_.handle());
+    return call_driver(&DriverTable::cuCtxSetCurrent_v4000, handle());
 }
-
-Result<void> PrimaryContext::release() { return context_.release(); }
 
 }  // namespace cudyn

@@ -21,8 +21,6 @@ namespace cudyn {
 
 namespace {
 
-constexpr char kInfoMagic[9] = "CUDYNSHM";
-constexpr char kFabricMagic[9] = "CUDYNFAB";
 constexpr unsigned kKnownTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
                                  CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
 
@@ -81,38 +79,36 @@ Error fabric_error(Error error, const char* operation) {
     return refuses_fabric(error.driver_result) ? no_fabric(std::move(error), operation) : error;
 }
 
-// Builds PhysicalMemory from an imported handle (a friend of PhysicalMemory).
-struct ShareableAccess {
-    static Result<PhysicalMemory> adopt(CUmemGenericAllocationHandle handle, const ShareableMemoryInfo& info,
-                                        const char* operation) {
-        // The owner exists first: its destructor releases the handle if a check below fails.
-        auto memory = std::make_shared<PhysicalHandle>(AllocationProperties(Location::host()));
-        memory->handle = handle;
-        memory->created = true;
-        memory->size = static_cast<std::size_t>(info.size_bytes);
-        CUmemAllocationProp prop{};
-        CUDYN_TRY(call_driver(&DriverTable::cuMemGetAllocationPropertiesFromHandle_v10020, &prop, handle));
-        auto location = location_from(prop.location);
-        if (!location) return std::move(location).error();
-        memory->properties = AllocationProperties(*location)
-                                 .with_handle_types(static_cast<HandleType>(prop.requestedHandleTypes))
-                                 .with_gpu_direct_rdma(prop.allocFlags.gpuDirectRDMACapable != 0);
-        // Mapping offsets follow this process's granularity for these
-        // properties; where this driver cannot say (it does not know them),
-        // the exporter's. Any other failure is reported, not papered over.
-        auto granularity = query_granularity(memory->properties, Granularity::Minimum);
-        if (!granularity && granularity.error().driver_result != CUDA_ERROR_NOT_SUPPORTED &&
-            granularity.error().driver_result != CUDA_ERROR_INVALID_VALUE)
-            return std::move(granularity).error();
-        memory->granularity = granularity ? *granularity : static_cast<std::size_t>(info.granularity);
-        if (info.size_bytes % memory->granularity != 0)
-            return Error::invalid_argument(std::string(operation) + ": size " + std::to_string(info.size_bytes) +
-                                           " is not a multiple of this process's granularity " +
-                                           std::to_string(memory->granularity) + " for " +
-                                           memory->properties.describe());
-        return PhysicalMemory(std::move(memory));
-    }
-};
+// Builds PhysicalMemory from an imported handle.
+static Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const ShareableMemoryInfo& info,
+                                             const char* operation) {
+    // The owner exists first: its destructor releases the handle if a check below fails.
+    auto memory = std::make_shared<PhysicalHandle>(AllocationProperties(Location::host()));
+    memory->handle = handle;
+    memory->created = true;
+    memory->size = static_cast<std::size_t>(info.size_bytes);
+    CUmemAllocationProp prop{};
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAllocationPropertiesFromHandle_v10020, &prop, handle));
+    auto location = location_from(prop.location);
+    if (!location) return std::move(location).error();
+    memory->properties = AllocationProperties(*location)
+                             .with_handle_types(static_cast<HandleType>(prop.requestedHandleTypes))
+                             .with_gpu_direct_rdma(prop.allocFlags.gpuDirectRDMACapable != 0);
+    // Mapping offsets follow this process's granularity for these
+    // properties; where this driver cannot say (it does not know them),
+    // the exporter's. Any other failure is reported, not papered over.
+    auto granularity = query_granularity(memory->properties, Granularity::Minimum);
+    if (!granularity && granularity.error().driver_result != CUDA_ERROR_NOT_SUPPORTED &&
+        granularity.error().driver_result != CUDA_ERROR_INVALID_VALUE)
+        return std::move(granularity).error();
+    memory->granularity = granularity ? *granularity : static_cast<std::size_t>(info.granularity);
+    if (info.size_bytes % memory->granularity != 0)
+        return Error::invalid_argument(std::string(operation) + ": size " + std::to_string(info.size_bytes) +
+                                       " is not a multiple of this process's granularity " +
+                                       std::to_string(memory->granularity) + " for " +
+                                       memory->properties.describe());
+    return PhysicalMemory(std::move(memory));
+}
 
 }  // namespace detail
 
@@ -131,24 +127,26 @@ Result<void> ShareableMemoryInfo::validate() const {
     return ok();
 }
 
-ShareableMemoryInfo::Bytes ShareableMemoryInfo::to_bytes() const noexcept {
-    Bytes bytes{};
-    detail::WireWriter out(bytes.data());
-    out.header(kInfoMagic, kSerializedSize);
-    out.u64(size_bytes);
-    out.u64(granularity);
-    out.u32(static_cast<std::uint32_t>(handle_type));
-    out.u32(0);
-    return bytes;
-}
+namespace detail {
+template <>
+struct WireLayout<ShareableMemoryInfo> {
+    static constexpr char kMagic[9] = "CUDYNSHM";
+    static constexpr const char* kName = "ShareableMemoryInfo";
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& info) {
+        wire.u64(info.size_bytes);
+        wire.u64(info.granularity);
+        wire.u32(info.handle_type);
+        wire.reserved(4);
+    }
+};
+}  // namespace detail
+
+ShareableMemoryInfo::Bytes ShareableMemoryInfo::to_bytes() const noexcept { return detail::write_record(*this); }
 
 Result<ShareableMemoryInfo> ShareableMemoryInfo::from_bytes(const void* data, std::size_t size) {
-    detail::WireReader in(data, size);
-    CUDYN_TRY(in.check(kInfoMagic, kSerializedSize, "ShareableMemoryInfo"));
     ShareableMemoryInfo info;
-    info.size_bytes = in.u64();
-    info.granularity = in.u64();
-    info.handle_type = static_cast<HandleType>(in.u32());
+    CUDYN_TRY(detail::read_record(data, size, info));
     CUDYN_TRY(info.validate());
     return info;
 }
@@ -193,48 +191,33 @@ Result<PhysicalMemory> import_posix_fd(ExportedFd exported) {
     CUDYN_TRY(call_driver(&DriverTable::cuMemImportFromShareableHandle_v10020, &handle,
                           reinterpret_cast<void*>(static_cast<std::intptr_t>(exported.fd.get())),
                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-    return detail::ShareableAccess::adopt(handle, exported.info, kOperation);
+    return detail::adopt_imported(handle, exported.info, kOperation);
 #endif
-}
-
-Result<void> send_posix_fd(FdChannel& channel, const ExportedFd& exported, std::chrono::milliseconds timeout) {
-    CUDYN_TRY(exported.info.validate());
-    if (!exported.fd) return Error::invalid_argument("send_posix_fd: the descriptor is empty");
-    const auto bytes = exported.info.to_bytes();
-    return channel.send(kPosixFdMessageTag, bytes.data(), bytes.size(), exported.fd.get(), timeout);
-}
-
-Result<ExportedFd> receive_posix_fd(FdChannel& channel, std::chrono::milliseconds timeout) {
-    auto message = channel.receive(kPosixFdMessageTag, timeout);
-    if (!message) return std::move(message).error();
-    auto info = ShareableMemoryInfo::from_bytes(message->payload.data(), message->payload.size());
-    if (!info) return std::move(info).error();
-    if (!message->fd) return Error::invalid_argument("receive_posix_fd: the message carried no descriptor");
-    return ExportedFd{std::move(message->fd), *info};
 }
 
 // ---- fabric handles ------------------------------------------------------------------------------
 
-FabricDescriptor::Bytes FabricDescriptor::to_bytes() const noexcept {
-    Bytes bytes{};
-    detail::WireWriter out(bytes.data());
-    out.header(kFabricMagic, kSerializedSize);
-    out.u64(info_.size_bytes);
-    out.u64(info_.granularity);
-    out.bytes(handle_.to_bytes().data(), FabricHandle::kSize);
-    return bytes;
-}
+namespace detail {
+// The handle type is not on the wire: the magic already says fabric.
+template <>
+struct WireLayout<FabricDescriptor> {
+    static constexpr char kMagic[9] = "CUDYNFAB";
+    static constexpr const char* kName = "FabricDescriptor";
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& descriptor) {
+        wire.u64(descriptor.info_.size_bytes);
+        wire.u64(descriptor.info_.granularity);
+        wire.handle(descriptor.handle_);
+    }
+};
+}  // namespace detail
+
+FabricDescriptor::Bytes FabricDescriptor::to_bytes() const noexcept { return detail::write_record(*this); }
 
 Result<FabricDescriptor> FabricDescriptor::from_bytes(const void* data, std::size_t size) {
-    detail::WireReader in(data, size);
-    CUDYN_TRY(in.check(kFabricMagic, kSerializedSize, "FabricDescriptor"));
     FabricDescriptor descriptor;
-    descriptor.info_.size_bytes = in.u64();
-    descriptor.info_.granularity = in.u64();
+    CUDYN_TRY(detail::read_record(data, size, descriptor));
     descriptor.info_.handle_type = HandleType::Fabric;
-    FabricHandle::Bytes handle{};
-    in.bytes(handle.data(), handle.size());
-    descriptor.handle_ = FabricHandle::from_bytes(handle);
     CUDYN_TRY(descriptor.info_.validate());
     if (descriptor.handle_ == FabricHandle())
         return Error::invalid_argument("FabricDescriptor: the handle is all zero");
@@ -302,7 +285,7 @@ Result<PhysicalMemory> import_fabric(const FabricDescriptor& descriptor) {
                    ? detail::no_fabric(std::move(error), kOperation)
                    : error;
     }
-    return detail::ShareableAccess::adopt(handle, descriptor.info(), kOperation);
+    return detail::adopt_imported(handle, descriptor.info(), kOperation);
 }
 
 }  // namespace cudyn

@@ -15,44 +15,17 @@ Result<Stream> Stream::create(bool blocking) {
     return Stream(stream, std::move(context));
 }
 
-Stream::Stream(Stream&& other) noexcept
-    : stream_(std::exchange(other.stream_, nullptr)),
-      owned_(std::exchange(other.owned_, false)),
-      context_(std::move(other.context_)) {}
-
-Stream& Stream::operator=(Stream&& other) noexcept {
-    if (this != &other) {
-        if (!destroy()) forget();
-        stream_ = std::exchange(other.stream_, nullptr);
-        owned_ = std::exchange(other.owned_, false);
-        context_ = std::move(other.context_);
-    }
-    return *this;
-}
-
-Stream::~Stream() {
-    if (!destroy()) forget();
-}
-
-void Stream::forget() noexcept {
-    stream_ = nullptr;
-    owned_ = false;
-    context_.reset();
-}
-
 Result<void> Stream::synchronize() const {
-    return call_driver(&DriverTable::cuStreamSynchronize_v2000, stream_);
+    return call_driver(&DriverTable::cuStreamSynchronize_v2000, handle());
 }
 
 Result<bool> Stream::query() const {
-    return detail::completion(call_driver(&DriverTable::cuStreamQuery_v2000, stream_));
+    return detail::completion(call_driver(&DriverTable::cuStreamQuery_v2000, handle()));
 }
 
-Result<void> Stream::destroy() {
-    if (!owned_) return ok();
-    CUDYN_TRY(context_.release_into([this] { return call_driver(&DriverTable::cuStreamDestroy_v4000, stream_); }));
-    forget();
-    return ok();
+Result<void> Stream::Traits::release(State& state) {
+    return state.context.release_into(
+        [&state] { return call_driver(&DriverTable::cuStreamDestroy_v4000, state.stream); });
 }
 
 }  // namespace cudyn

@@ -25,25 +25,6 @@ struct DeviceReport {
     std::string error;  // set when a query failed
 };
 
-struct Capability {
-    const char* key;
-    bool cudyn::DeviceCapabilities::*member;
-};
-
-constexpr Capability kCapabilities[] = {
-    {"virtual_memory_management", &cudyn::DeviceCapabilities::virtual_memory_management},
-    {"posix_fd_handles", &cudyn::DeviceCapabilities::posix_fd_handles},
-    {"win32_handles", &cudyn::DeviceCapabilities::win32_handles},
-    {"fabric_handles", &cudyn::DeviceCapabilities::fabric_handles},
-    {"rdma_with_vmm", &cudyn::DeviceCapabilities::rdma_with_vmm},
-    {"managed_memory", &cudyn::DeviceCapabilities::managed_memory},
-    {"concurrent_managed_access", &cudyn::DeviceCapabilities::concurrent_managed_access},
-    {"can_map_host_memory", &cudyn::DeviceCapabilities::can_map_host_memory},
-    {"unified_addressing", &cudyn::DeviceCapabilities::unified_addressing},
-    {"pageable_memory_access", &cudyn::DeviceCapabilities::pageable_memory_access},
-    {"host_pointer_for_registered_memory", &cudyn::DeviceCapabilities::host_pointer_for_registered_memory},
-};
-
 std::vector<DeviceReport> collect_devices(std::string& error) {
     std::vector<DeviceReport> devices;
     if (auto status = cudyn::driver_status(); !status) return devices;
@@ -69,8 +50,8 @@ std::vector<DeviceReport> collect_devices(std::string& error) {
         if (memory) report.total_memory = *memory;
         if (cc) report.compute_capability = *cc;
         if (caps) report.capabilities = *caps;
-        for (const cudyn::Error* failure :
-             {name ? nullptr : &name.error(), memory ? nullptr : &memory.error(), cc ? nullptr : &cc.error()})
+        for (const cudyn::Error* failure : {name ? nullptr : &name.error(), memory ? nullptr : &memory.error(),
+                                            cc ? nullptr : &cc.error(), caps ? nullptr : &caps.error()})
             if (failure != nullptr && report.error.empty()) report.error = failure->describe();
         devices.push_back(report);
     }
@@ -119,9 +100,10 @@ void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>
         std::printf("\"compute_capability\": \"%d.%d\", ", d.compute_capability.major, d.compute_capability.minor);
         if (!d.error.empty()) std::printf("\"error\": %s, ", json_string(d.error).c_str());
         std::printf("\"capabilities\": {");
-        for (std::size_t c = 0; c < std::size(kCapabilities); ++c)
-            std::printf("%s\"%s\": %s", c ? ", " : "", kCapabilities[c].key,
-                        json_bool(d.capabilities.*kCapabilities[c].member));
+        // Every row of device_capabilities.def, keyed by its field name.
+        for (std::size_t c = 0; c < cudyn::device_capability_count; ++c)
+            std::printf("%s\"%s\": %s", c ? ", " : "", cudyn::device_capability_list[c].name,
+                        json_bool(d.capabilities.*cudyn::device_capability_list[c].field));
         std::printf("}}");
     }
     std::printf("%s],\n  \"entry_points\": [", devices.empty() ? "" : "\n  ");
@@ -161,8 +143,8 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
         std::printf("\n  device %d: %s, compute %d.%d, %s\n", d.ordinal, d.name.c_str(), d.compute_capability.major,
                     d.compute_capability.minor, format_bytes(d.total_memory).c_str());
         if (!d.error.empty()) std::printf("    error: %s\n", d.error.c_str());
-        for (const Capability& c : kCapabilities)
-            std::printf("    %-36s %s\n", c.key, d.capabilities.*c.member ? "yes" : "no");
+        for (const cudyn::DeviceCapabilityInfo& c : cudyn::device_capability_list)
+            std::printf("    %-36s %-3s  %s\n", c.name, d.capabilities.*c.field ? "yes" : "no", c.description);
     }
     // Without an opened library every entry is trivially unresolved.
     if (report.library_path.empty() && !verbose) return;

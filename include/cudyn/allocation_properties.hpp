@@ -74,7 +74,8 @@ public:
     // RDMA is not supported there, or when host (NUMA) VMM is not supported.
     // InvalidArgument for a device ordinal out of range. Host locations are
     // judged by the attributes of the current context's device (device 0 when
-    // no context is current).
+    // no context is current). The attributes are the device's cached
+    // capabilities (probe_capabilities): read from the driver once per device.
     Result<void> check_supported() const;
 
     // The driver's structure: type PINNED, the location with type and id set.
@@ -90,7 +91,8 @@ private:
 };
 
 // cuMemGetAllocationGranularity for exactly these properties, after
-// validate() and check_supported().
+// validate() and check_supported() (which asks the driver for no attribute
+// after the first call for a device).
 Result<std::size_t> allocation_granularity(const AllocationProperties& properties,
                                            Granularity which = Granularity::Minimum);
 

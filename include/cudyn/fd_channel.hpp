@@ -17,6 +17,9 @@
 //
 // No dependency on pidfd_getfd (which needs ptrace rights and fails in most
 // containers). POSIX only: on Windows every call is NotSupported.
+// A component of its own (built as cudyn_channel): it knows nothing of the
+// driver or the memory modules; posix_fd_transfer.hpp sends shareable memory
+// over it.
 // Names starting with '@' are Linux abstract socket names (no file).
 #pragma once
 

@@ -19,6 +19,7 @@
 #include "cudyn/ipc_handle.hpp"
 #include "cudyn/owner_context.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/unique_handle.hpp"
 #include "cudyn/stream_ref.hpp"
 
 #include <cuda.h>
@@ -31,6 +32,11 @@ namespace cudyn {
 
 // An event handle with the exporter's identity: 96 bytes on the wire.
 class InterprocessEvent;
+
+namespace detail {
+template <typename Record>
+struct WireLayout;  // a record's byte layout, private to the library
+}  // namespace detail
 
 class IpcEventDescriptor {
 public:
@@ -47,6 +53,7 @@ public:
 
 private:
     friend Result<IpcEventDescriptor> export_ipc_event(const InterprocessEvent& event);
+    friend struct detail::WireLayout<IpcEventDescriptor>;
     IpcEventDescriptor() = default;
     IpcEventHandle handle_;
     std::uint64_t exporter_pid_ = 0;
@@ -58,12 +65,7 @@ public:
     // A new interprocess event in the current context.
     static Result<InterprocessEvent> create();
 
-    InterprocessEvent() noexcept = default;  // empty
-    InterprocessEvent(InterprocessEvent&& other) noexcept;
-    InterprocessEvent& operator=(InterprocessEvent&& other) noexcept;
-    InterprocessEvent(const InterprocessEvent&) = delete;
-    InterprocessEvent& operator=(const InterprocessEvent&) = delete;
-    ~InterprocessEvent();  // cuEventDestroy, silently
+    InterprocessEvent() noexcept = default;  // empty; move-only, cuEventDestroy (silently) on destruction
 
     // cuEventRecord: the event completes when the work queued on `stream` so far does.
     Result<void> record(StreamRef stream);
@@ -75,24 +77,30 @@ public:
     // cuEventQuery: true when the last record has completed, false while it runs.
     Result<bool> query() const;
 
-    CUevent handle() const noexcept { return event_; }
-    bool empty() const noexcept { return event_ == nullptr; }
-    bool opened() const noexcept { return opened_; }  // from open_ipc_event(), not create()
+    CUevent handle() const noexcept { return owner_.get().event; }
+    bool empty() const noexcept { return owner_.empty(); }
+    bool opened() const noexcept { return owner_.get().opened; }  // from open_ipc_event(), not create()
 
     // Destroys now and reports the driver's answer; empty afterwards, or,
     // when the driver refused, unchanged (destroy() may be retried).
-    Result<void> destroy();
+    Result<void> destroy() { return owner_.release(); }
 
 private:
     friend Result<InterprocessEvent> open_ipc_event(const IpcEventDescriptor& descriptor);
     friend Result<IpcEventDescriptor> export_ipc_event(const InterprocessEvent& event);
+    struct Traits {
+        struct State {
+            CUevent event = nullptr;
+            bool opened = false;
+            detail::OwnerContext context;  // the context it was created or opened in; destroyed there
+        };
+        static bool empty(const State& state) noexcept { return state.event == nullptr; }
+        static Result<void> release(State& state);  // cuEventDestroy in its context
+    };
     InterprocessEvent(CUevent event, bool opened, detail::OwnerContext context) noexcept
-        : event_(event), opened_(opened), context_(std::move(context)) {}
+        : owner_(Traits::State{event, opened, std::move(context)}) {}
     Result<void> require(const char* operation) const;
-    void forget() noexcept;  // lets go without the driver (a destructor's last resort)
-    CUevent event_ = nullptr;
-    bool opened_ = false;
-    detail::OwnerContext context_;  // the context it was created or opened in; destroyed there
+    detail::UniqueHandle<Traits> owner_;
 };
 
 // cuIpcGetEventHandle. InvalidArgument for an opened (not created) event:

@@ -34,6 +34,8 @@ namespace cudyn {
 
 namespace detail {
 struct IpcMemExport;  // ipc_memory.cpp: the only maker of exported descriptors
+template <typename Record>
+struct WireLayout;  // a record's byte layout, private to the library
 }  // namespace detail
 
 class IpcMemDescriptor {
@@ -56,6 +58,7 @@ public:
 
 private:
     friend struct detail::IpcMemExport;
+    friend struct detail::WireLayout<IpcMemDescriptor>;
     IpcMemDescriptor() = default;
 
     IpcMemHandle handle_;

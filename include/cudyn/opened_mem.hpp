@@ -26,6 +26,7 @@
 #include "cudyn/ipc_memory.hpp"
 #include "cudyn/owner_context.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/unique_handle.hpp"
 
 #include <cuda.h>
 
@@ -41,50 +42,55 @@ Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor);
 
 class OpenedMem {
 public:
-    OpenedMem() noexcept = default;  // empty
-    OpenedMem(OpenedMem&& other) noexcept;
-    OpenedMem& operator=(OpenedMem&& other) noexcept;
-    OpenedMem(const OpenedMem&) = delete;
-    OpenedMem& operator=(const OpenedMem&) = delete;
-    ~OpenedMem();  // closes, silently
+    OpenedMem() noexcept = default;  // empty; move-only, closed (silently) on destruction
 
     // The shared part: where the exporter's [offset, offset + size) is mapped here.
-    CUdeviceptr device_address() const noexcept { return base_ == 0 ? 0 : base_ + offset_; }
-    std::size_t size_bytes() const noexcept { return size_; }
+    CUdeviceptr device_address() const noexcept { return empty() ? 0 : state().base + state().offset; }
+    std::size_t size_bytes() const noexcept { return state().size; }
     // The shared part as elements, checked (DeviceSpan::from_bytes): the
     // exporter's offset and size must suit T.
     template <typename T>
     Result<DeviceSpan<T>> device_span_as() const {
-        return DeviceSpan<T>::from_bytes(device_address(), size_);
+        return DeviceSpan<T>::from_bytes(device_address(), size_bytes());
     }
     // The same bytes, unchecked: every byte view is valid.
     DeviceSpan<std::byte> device_span() const noexcept {
-        return DeviceSpan<std::byte>(device_address(), size_);
+        return DeviceSpan<std::byte>(device_address(), size_bytes());
     }
     // The whole opened allocation (what cuIpcCloseMemHandle takes).
-    CUdeviceptr base_address() const noexcept { return base_; }
-    std::size_t offset_bytes() const noexcept { return offset_; }
-    bool empty() const noexcept { return base_ == 0; }
+    CUdeviceptr base_address() const noexcept { return state().base; }
+    std::size_t offset_bytes() const noexcept { return state().offset; }
+    bool empty() const noexcept { return owner_.empty(); }
 
     // Closes now and reports the driver's answer; empty afterwards, or, when
     // the driver refused, still open and unchanged (close() may be retried).
     // ok() when already empty.
-    Result<void> close();
+    Result<void> close() { return owner_.release(); }
 
 private:
     friend Result<OpenedMem> open_ipc_memory(const IpcMemDescriptor& descriptor);
+    struct Traits {
+        struct State {
+            CUdeviceptr base = 0;  // the whole opened allocation
+            std::size_t offset = 0;
+            std::size_t size = 0;
+            // The context it was opened in: kept, closed in, and with the
+            // handle the key of the process's one-open-per-context record.
+            detail::OwnerContext context;
+            IpcMemHandle handle;
+        };
+        static bool empty(const State& state) noexcept { return state.base == 0; }
+        // cuIpcCloseMemHandle in its context, then the record lets the
+        // handle be opened again.
+        static Result<void> release(State& state);
+        static void abandon(State& state) noexcept;  // the record goes even when the close failed
+    };
     OpenedMem(CUdeviceptr base, std::size_t offset, std::size_t size, detail::OwnerContext context,
               const IpcMemHandle& handle) noexcept
-        : base_(base), offset_(offset), size_(size), context_(std::move(context)), handle_(handle) {}
+        : owner_(Traits::State{base, offset, size, std::move(context), handle}) {}
+    const Traits::State& state() const noexcept { return owner_.get(); }
 
-    void forget() noexcept;  // lets go without the driver (after a close, or a destructor's last resort)
-
-    CUdeviceptr base_ = 0;
-    std::size_t offset_ = 0;
-    std::size_t size_ = 0;
-    // The context it was opened in: kept, closed in, and with handle_ its open-once key.
-    detail::OwnerContext context_;
-    IpcMemHandle handle_;
+    detail::UniqueHandle<Traits> owner_;
 };
 
 }  // namespace cudyn

@@ -10,6 +10,7 @@
 #include "cudyn/host_span.hpp"
 #include "cudyn/owner_context.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/unique_handle.hpp"
 
 #include <cuda.h>
 
@@ -37,66 +38,44 @@ using ReleaseFunction = Result<void> (*)(std::uintptr_t address);
 // writing the memory from a non-blocking stream was done).
 class OwnedMemory {
 public:
-    OwnedMemory() noexcept = default;
+    OwnedMemory() noexcept = default;  // empty; move-only, released (silently) on destruction
     OwnedMemory(std::uintptr_t address, CUdeviceptr device_address, std::size_t bytes, ReleaseFunction release,
                 OwnerContext context) noexcept
-        : address_(address),
-          device_address_(device_address),
-          bytes_(bytes),
-          release_(release),
-          context_(std::move(context)) {}
+        : owner_(Traits::State{address, device_address, bytes, release, std::move(context)}) {}
 
-    OwnedMemory(OwnedMemory&& other) noexcept
-        : address_(std::exchange(other.address_, 0)),
-          device_address_(std::exchange(other.device_address_, 0)),
-          bytes_(std::exchange(other.bytes_, 0)),
-          release_(std::exchange(other.release_, nullptr)),
-          context_(std::move(other.context_)) {}
-    OwnedMemory& operator=(OwnedMemory&& other) noexcept {
-        if (this != &other) {
-            if (!release()) forget();
-            address_ = std::exchange(other.address_, 0);
-            device_address_ = std::exchange(other.device_address_, 0);
-            bytes_ = std::exchange(other.bytes_, 0);
-            release_ = std::exchange(other.release_, nullptr);
-            context_ = std::move(other.context_);
-        }
-        return *this;
-    }
-    OwnedMemory(const OwnedMemory&) = delete;
-    OwnedMemory& operator=(const OwnedMemory&) = delete;
-    // Errors are dropped (at exit the driver answers CUDA_ERROR_DEINITIALIZED,
-    // and a destructor has no one to tell), and the owner lets go regardless.
-    ~OwnedMemory() {
-        if (!release()) forget();
-    }
-
-    std::uintptr_t address() const noexcept { return address_; }
-    CUdeviceptr device_address() const noexcept { return device_address_; }
-    std::size_t bytes() const noexcept { return bytes_; }
-    bool empty() const noexcept { return release_ == nullptr; }
+    std::uintptr_t address() const noexcept { return owner_.get().address; }
+    CUdeviceptr device_address() const noexcept { return owner_.get().device_address; }
+    std::size_t bytes() const noexcept { return owner_.get().bytes; }
+    bool empty() const noexcept { return owner_.empty(); }
     // The context the memory was allocated in (null when none was current).
-    CUcontext context() const noexcept { return context_.handle(); }
+    CUcontext context() const noexcept { return owner_.get().context.handle(); }
     // Records where the device sees the allocation, when that is learned after
     // allocating (mapped host memory).
-    void set_device_address(CUdeviceptr device_address) noexcept { device_address_ = device_address; }
+    void set_device_address(CUdeviceptr device_address) noexcept { owner_.get().device_address = device_address; }
 
     // Releases now, in the memory's own context, and reports the driver's
     // answer: empty afterwards on success; on failure still the owner,
     // unchanged, so that a retry works (nothing is forgotten while the driver
     // still holds it). ok() when already empty.
-    Result<void> release();
+    Result<void> release() { return owner_.release(); }
     // InvalidArgument "<operation>: the <owner> is empty (moved from or freed)".
     Result<void> require(const char* operation, const char* owner) const;
 
 private:
-    void forget() noexcept;  // drops everything without asking the driver (a destructor's last resort)
-
-    std::uintptr_t address_ = 0;
-    CUdeviceptr device_address_ = 0;
-    std::size_t bytes_ = 0;
-    ReleaseFunction release_ = nullptr;
-    OwnerContext context_;
+    struct Traits {
+        struct State {
+            std::uintptr_t address = 0;
+            CUdeviceptr device_address = 0;
+            std::size_t bytes = 0;
+            ReleaseFunction release = nullptr;  // null: empty
+            OwnerContext context;
+        };
+        static bool empty(const State& state) noexcept { return state.release == nullptr; }
+        static Result<void> release(State& state) {
+            return state.context.release_into([&state] { return state.release(state.address); });
+        }
+    };
+    UniqueHandle<Traits> owner_;
 };
 
 // The one place byte sizes are computed from element counts and address

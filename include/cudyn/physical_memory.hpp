@@ -20,8 +20,7 @@
 namespace cudyn {
 
 namespace detail {
-struct PhysicalHandle;
-struct ShareableAccess;  // shareable_memory.cpp: a PhysicalMemory from an imported handle
+struct PhysicalHandle;  // defined in the library's sources only (vmm_detail.hpp)
 }  // namespace detail
 
 class PhysicalMemory {
@@ -30,6 +29,8 @@ public:
     // properties (validate()), a zero size or one that is not a multiple of
     // the minimum allocation granularity (which the driver is asked for first);
     // NotSupported where check_supported() says so, before anything is created.
+    // The support check reads the device's cached capabilities: no attribute
+    // is asked for after the first call for a device.
     static Result<PhysicalMemory> create(const AllocationProperties& properties, std::size_t size);
 
     PhysicalMemory() noexcept;  // empty
@@ -56,14 +57,16 @@ public:
     // unmap and ok() is returned. Empty afterwards on success.
     Result<void> release();
 
+    // The shared record behind the handle, for the library's own VMM modules
+    // (public so that they need no friendship): a MappedRange keeps it so the
+    // handle outlives an early release(), and an import wraps the record it
+    // made. Its type is complete only inside cudyn's sources, so other code
+    // cannot make or read one; passing it along only adds an owner of the
+    // same allocation, released by the last one.
+    explicit PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> record) noexcept;
+    const std::shared_ptr<detail::PhysicalHandle>& shared_record() const noexcept { return memory_; }
+
 private:
-    friend class MappedRange;
-    friend class GrowableBuffer;
-    friend struct detail::ShareableAccess;
-    explicit PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> memory) noexcept;
-    // cuMemCreate with properties already validated and checked.
-    static Result<PhysicalMemory> create_checked(const AllocationProperties& properties, std::size_t size,
-                                                 std::size_t granularity);
     std::shared_ptr<detail::PhysicalHandle> memory_;
 };
 

@@ -4,6 +4,7 @@
 #include "cudyn/device.hpp"
 #include "cudyn/owner_context.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/unique_handle.hpp"
 
 #include <cuda.h>
 
@@ -20,11 +21,7 @@ public:
     // retain() and make_current() in one step: what most programs want first.
     static Result<PrimaryContext> activate(const Device& device);
 
-    PrimaryContext(PrimaryContext&& other) noexcept;
-    PrimaryContext& operator=(PrimaryContext&& other) noexcept;
-    PrimaryContext(const PrimaryContext&) = delete;
-    PrimaryContext& operator=(const PrimaryContext&) = delete;
-    ~PrimaryContext();  // releases; silent if the driver is already gone
+    // Move-only; the destructor releases, silently if the driver is already gone.
 
     // Binds the context to the calling thread.
     Result<void> make_current() const;
@@ -32,16 +29,23 @@ public:
     // reported, when no owner in the context shares it any more (else the
     // last owner releases it). Empty afterwards, or, when the driver
     // refused, still holding the retain (release() may be retried).
-    Result<void> release();
+    Result<void> release() { return retain_.release(); }
 
-    CUcontext handle() const noexcept { return context_.handle(); }
+    CUcontext handle() const noexcept { return retain_.get().context.handle(); }
     const Device& device() const noexcept { return device_; }
 
 private:
+    struct Traits {
+        struct State {
+            detail::OwnerContext context;  // shared with the owners created in the context
+        };
+        static bool empty(const State& state) noexcept { return state.context.empty(); }
+        static Result<void> release(State& state) { return state.context.release(); }
+    };
     PrimaryContext(Device device, detail::OwnerContext context) noexcept
-        : device_(device), context_(std::move(context)) {}
+        : device_(device), retain_(Traits::State{std::move(context)}) {}
     Device device_;
-    detail::OwnerContext context_;
+    detail::UniqueHandle<Traits> retain_;
 };
 
 }  // namespace cudyn

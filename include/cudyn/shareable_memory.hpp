@@ -12,6 +12,8 @@
 //     auto imported = cudyn::import_posix_fd(std::move(*received)); // a PhysicalMemory; the fd is closed
 //     auto mapping = cudyn::MappedRange::map(range, 0, *imported, {{cudyn::Location::device(0)}});
 //
+// send_posix_fd / receive_posix_fd are in posix_fd_transfer.hpp: this header
+// does not bring in the channel, so any transport can carry an ExportedFd.
 // cuMemImportFromShareableHandle does not give the size back, so it travels
 // with the handle (ShareableMemoryInfo). A descriptor is never sent by
 // pidfd_getfd (it needs ptrace rights, which containers withhold).
@@ -19,18 +21,21 @@
 
 #include "cudyn/allocation_properties.hpp"
 #include "cudyn/device.hpp"
-#include "cudyn/fd_channel.hpp"
 #include "cudyn/file_descriptor.hpp"
 #include "cudyn/ipc_handle.hpp"
 #include "cudyn/physical_memory.hpp"
 #include "cudyn/result.hpp"
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
 namespace cudyn {
+
+namespace detail {
+template <typename Record>
+struct WireLayout;  // a record's byte layout, private to the library
+}  // namespace detail
 
 // What an importer needs besides the handle: 40 bytes on the wire.
 struct ShareableMemoryInfo {
@@ -55,9 +60,6 @@ struct ExportedFd {
     ShareableMemoryInfo info;
 };
 
-// The tag of the channel message send_posix_fd() writes.
-inline constexpr std::uint32_t kPosixFdMessageTag = 0x43554644;  // "CUFD"
-
 // cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR). InvalidArgument for
 // empty memory or memory created without HandleType::PosixFileDescriptor;
 // NotSupported on Windows.
@@ -66,12 +68,6 @@ Result<ExportedFd> export_posix_fd(const PhysicalMemory& memory);
 // the handle. The descriptor is checked (open, fstat, not smaller than
 // info.size_bytes) and closed when this returns, whatever happened.
 Result<PhysicalMemory> import_posix_fd(ExportedFd exported);
-
-// The descriptor and its metadata as one FdChannel message (the descriptor
-// stays open here), and the other side of it.
-Result<void> send_posix_fd(FdChannel& channel, const ExportedFd& exported,
-                           std::chrono::milliseconds timeout = kDefaultChannelTimeout);
-Result<ExportedFd> receive_posix_fd(FdChannel& channel, std::chrono::milliseconds timeout = kDefaultChannelTimeout);
 
 // A fabric handle with its metadata: 96 bytes, send them anyhow.
 class FabricDescriptor {
@@ -87,6 +83,7 @@ public:
 
 private:
     friend Result<FabricDescriptor> export_fabric(const PhysicalMemory& memory);
+    friend struct detail::WireLayout<FabricDescriptor>;
     FabricDescriptor() = default;
     FabricHandle handle_;
     ShareableMemoryInfo info_;

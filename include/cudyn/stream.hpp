@@ -3,6 +3,7 @@
 
 #include "cudyn/owner_context.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/unique_handle.hpp"
 
 #include <cuda.h>
 
@@ -23,11 +24,7 @@ public:
     static Stream legacy_default() noexcept { return Stream(CU_STREAM_LEGACY, false); }
     static Stream per_thread_default() noexcept { return Stream(CU_STREAM_PER_THREAD, false); }
 
-    Stream(Stream&& other) noexcept;
-    Stream& operator=(Stream&& other) noexcept;
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
-    ~Stream();  // destroys an owned stream; silent on failure
+    // Move-only; the destructor destroys an owned stream, silently.
 
     // Blocks until the work enqueued so far is done (for the legacy default
     // stream: and the work before it on blocking streams).
@@ -36,19 +33,25 @@ public:
     Result<bool> query() const;
     // Destroys an owned stream now and reports the driver's answer; when the
     // driver refused, the stream is still owned and destroy() may be retried.
-    Result<void> destroy();
+    Result<void> destroy() { return owner_.release(); }
 
-    CUstream handle() const noexcept { return stream_; }
-    bool owned() const noexcept { return owned_; }
+    CUstream handle() const noexcept { return owner_.get().stream; }
+    bool owned() const noexcept { return owner_.get().owned; }
 
 private:
-    Stream(CUstream stream, bool owned) noexcept : stream_(stream), owned_(owned) {}
+    struct Traits {
+        struct State {
+            CUstream stream = nullptr;
+            bool owned = false;             // false: a default-stream handle, nothing to destroy
+            detail::OwnerContext context;   // owned streams: the context they were created in
+        };
+        static bool empty(const State& state) noexcept { return !state.owned; }
+        static Result<void> release(State& state);  // cuStreamDestroy in its context
+    };
+    Stream(CUstream stream, bool owned) noexcept : owner_(Traits::State{stream, owned, {}}) {}
     Stream(CUstream stream, detail::OwnerContext context) noexcept
-        : stream_(stream), owned_(true), context_(std::move(context)) {}
-    void forget() noexcept;  // lets go without the driver (a destructor's last resort)
-    CUstream stream_ = nullptr;
-    bool owned_ = false;
-    detail::OwnerContext context_;  // owned streams: the context they were created in
+        : owner_(Traits::State{stream, true, std::move(context)}) {}
+    detail::UniqueHandle<Traits> owner_;
 };
 
 }  // namespace cudyn

@@ -9,6 +9,8 @@
 #include "cudyn/primary_context.hpp"
 #include "cudyn/stream.hpp"
 
+#include "../../src/device_facts.hpp"  // forget_capabilities: the fake's attributes change, a driver's do not
+
 #include <string>
 #include <utility>
 
@@ -55,11 +57,70 @@ TEST_CASE("capabilities follow the device attributes", "[emulated][cuda11][legac
     CHECK(caps->can_map_host_memory);
     CHECK(caps->unified_addressing);
 
+    // Every row of the capability list is read: the newer flags too.
+    CHECK(caps->win32_kmt_handles == caps->win32_handles);
+    CHECK(caps->host_virtual_memory_management == (fake.variant() == "emulated"));
+    CHECK(caps->host_numa_virtual_memory_management == (fake.variant() == "emulated"));
+
+    // A real driver never changes an attribute while loaded, so cudyn reads
+    // each device's once; the fake can, and the cache is forgotten around it.
     fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 0);
+    cudyn::detail::forget_capabilities();
     auto changed = cudyn::probe_capabilities(*device);
     fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1);
+    cudyn::detail::forget_capabilities();
     REQUIRE(changed.has_value());
     CHECK_FALSE(changed->can_map_host_memory);
+    CHECK(cudyn::probe_capabilities(*device)->can_map_host_memory);
+}
+
+TEST_CASE("capabilities are read once per device; a failed read is not kept", "[emulated][cuda11][legacy][device]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    auto device = cudyn::Device::get(1);
+    REQUIRE(device.has_value());
+    cudyn::detail::forget_capabilities();
+    {
+        // Out of memory is no answer: it fails the probe, and is not stored.
+        const ScopedFault fault("cuDeviceGetAttribute:3:CUDA_ERROR_OUT_OF_MEMORY");
+        auto failed = cudyn::probe_capabilities(*device);
+        REQUIRE_FALSE(failed.has_value());
+        CHECK(failed.error().code == cudyn::ErrorCode::OutOfMemory);
+        CHECK(failed.error().entry_point == "cuDeviceGetAttribute");
+    }
+    // So the next probe asks the driver again, one read per capability...
+    const long reads = fake.call_count("cuDeviceGetAttribute");
+    auto first = cudyn::probe_capabilities(*device);
+    REQUIRE(first.has_value());
+    CHECK(fake.call_count("cuDeviceGetAttribute") - reads == static_cast<long>(cudyn::device_capability_count));
+    CHECK(first->unified_addressing);
+    // ...and then never again, for the probe or for the checks built on it.
+    const long stored = fake.call_count("cuDeviceGetAttribute");
+    for (int i = 0; i < 3; ++i) {
+        auto again = cudyn::probe_capabilities(*device);
+        REQUIRE(again.has_value());
+        for (const cudyn::DeviceCapabilityInfo& row : cudyn::device_capability_list) {
+            INFO(row.name);
+            CHECK((*again).*row.field == (*first).*row.field);
+        }
+    }
+    CHECK(fake.call_count("cuDeviceGetAttribute") == stored);
+
+    // An attribute the driver does not know is an answer ("no"), and is stored.
+    cudyn::detail::forget_capabilities();
+    {
+        const ScopedFault fault("cuDeviceGetAttribute:1+:CUDA_ERROR_INVALID_VALUE");
+        auto unknown = cudyn::probe_capabilities(*device);
+        REQUIRE(unknown.has_value());
+        for (const cudyn::DeviceCapabilityInfo& row : cudyn::device_capability_list) {
+            INFO(row.name);
+            CHECK_FALSE((*unknown).*row.field);
+        }
+        const long unknown_stored = fake.call_count("cuDeviceGetAttribute");
+        CHECK_FALSE(cudyn::probe_capabilities(*device)->unified_addressing);
+        CHECK(fake.call_count("cuDeviceGetAttribute") == unknown_stored);
+    }
+    cudyn::detail::forget_capabilities();  // back to the fake's real answers for the tests after this one
+    CHECK(cudyn::probe_capabilities(*device)->unified_addressing);
 }
 
 TEST_CASE("PrimaryContext retains once per owner and releases on destruction", "[emulated][cuda11][device]") {

@@ -17,6 +17,7 @@
 #include "cudyn/fd_channel.hpp"
 #include "cudyn/mapped_range.hpp"
 #include "cudyn/physical_memory.hpp"
+#include "cudyn/posix_fd_transfer.hpp"
 #include "cudyn/shareable_memory.hpp"
 
 #include <fcntl.h>

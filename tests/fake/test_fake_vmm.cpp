@@ -15,6 +15,8 @@
 #include "cudyn/memory_access.hpp"
 #include "cudyn/physical_memory.hpp"
 
+#include "../../src/device_facts.hpp"  // forget_capabilities: the fake's attributes change, a driver's do not
+
 #include <signal.h>
 
 #include <cstdint>
@@ -45,7 +47,9 @@ namespace {
 
 const AccessFlags kRW = AccessFlags::ReadWrite;
 
-// Sets a device attribute for the test's scope.
+// Sets a device attribute for the test's scope. cudyn reads each device's
+// capabilities once (a real driver never changes them), so what it stored is
+// forgotten on the way in and out.
 class ScopedAttribute {
 public:
     ScopedAttribute(int device, CUdevice_attribute attribute, int value) : device_(device), attribute_(attribute) {
@@ -53,8 +57,12 @@ public:
         REQUIRE(current.has_value());
         old_ = *current;
         FakeDriver::loaded().set_attribute(device, attribute, value);
+        cudyn::detail::forget_capabilities();
     }
-    ~ScopedAttribute() { FakeDriver::loaded().set_attribute(device_, attribute_, old_); }
+    ~ScopedAttribute() {
+        FakeDriver::loaded().set_attribute(device_, attribute_, old_);
+        cudyn::detail::forget_capabilities();
+    }
     ScopedAttribute(const ScopedAttribute&) = delete;
     ScopedAttribute& operator=(const ScopedAttribute&) = delete;
 
@@ -95,6 +103,51 @@ TEST_CASE("granularity is asked for the exact allocation properties", "[emulated
     } else {
         require_error(numa, ErrorCode::NotSupported, "HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED");
     }
+}
+
+TEST_CASE("creation and granularity checks read no device attribute after the first", "[emulated][cuda11][vmm]") {
+    auto context = activate(0);
+    const auto device0 = AllocationProperties::device(0);
+    const auto fd1 = AllocationProperties::device(1).with_handle_types(HandleType::PosixFileDescriptor);
+    // The first use of each device may read its attributes (or an earlier test did).
+    take(PhysicalMemory::create(device0, 2 * kMiB));
+    take(cudyn::allocation_granularity(fd1));
+    const auto device1 = take(cudyn::Device::get(1));
+    const DriverSnapshot before({"cuDeviceGetAttribute", "cuDeviceGetCount", "cuDeviceGet", "cuMemCreate"});
+    for (int i = 0; i < 3; ++i) {
+        take(PhysicalMemory::create(device0, 2 * kMiB));
+        take(PhysicalMemory::create(fd1, 2 * kMiB));
+        CHECK(take(cudyn::allocation_granularity(device0)) == 2 * kMiB);
+        CHECK(take(cudyn::allocation_granularity(fd1, cudyn::Granularity::Recommended)) == 2 * kMiB);
+        require_ok(device0.check_supported());
+        CHECK(take(cudyn::probe_capabilities(device1)).posix_fd_handles);
+        // A "no" is answered from memory too.
+        require_error(PhysicalMemory::create(device0.with_gpu_direct_rdma(), 2 * kMiB), ErrorCode::NotSupported,
+                      "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED is 0");
+    }
+    CHECK(before.calls_since("cuDeviceGetAttribute") == 0);
+    CHECK(before.calls_since("cuDeviceGetCount") == 0);
+    CHECK(before.calls_since("cuDeviceGet") == 0);
+    CHECK(before.calls_since("cuMemCreate") == 6);
+    CHECK(before.live_delta() == 0);
+}
+
+TEST_CASE("a failed capability read under PhysicalMemory::create is not kept", "[emulated][cuda11][vmm]") {
+    auto context = activate(0);
+    const auto props = AllocationProperties::device(0);
+    cudyn::detail::forget_capabilities();
+    {
+        const ScopedFault fault("cuDeviceGetAttribute:2+:CUDA_ERROR_OUT_OF_MEMORY");
+        require_error(PhysicalMemory::create(props, 2 * kMiB), ErrorCode::OutOfMemory, "cuDeviceGetAttribute");
+        require_error(cudyn::allocation_granularity(props), ErrorCode::OutOfMemory, "cuDeviceGetAttribute");
+    }
+    // Asked again after the failure, then stored: the second create reads nothing.
+    const DriverSnapshot first({"cuDeviceGetAttribute"});
+    take(PhysicalMemory::create(props, 2 * kMiB));
+    CHECK(first.calls_since("cuDeviceGetAttribute") == static_cast<long>(cudyn::device_capability_count));
+    const DriverSnapshot second({"cuDeviceGetAttribute"});
+    take(PhysicalMemory::create(props, 2 * kMiB));
+    CHECK(second.calls_since("cuDeviceGetAttribute") == 0);
 }
 
 TEST_CASE("two mappings of one physical allocation see the same bytes", "[emulated][cuda11][vmm]") {

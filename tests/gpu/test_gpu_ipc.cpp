@@ -30,6 +30,7 @@
 #include "cudyn/mapped_range.hpp"
 #include "cudyn/opened_mem.hpp"
 #include "cudyn/physical_memory.hpp"
+#include "cudyn/posix_fd_transfer.hpp"
 #include "cudyn/primary_context.hpp"
 #include "cudyn/shareable_memory.hpp"
 #include "cudyn/stream.hpp"

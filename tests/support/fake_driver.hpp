@@ -8,6 +8,8 @@
 
 #include "cudyn/loader.hpp"
 
+#include "../../src/device_facts.hpp"  // forget_capabilities
+
 #if defined(_WIN32)
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
@@ -47,6 +49,9 @@ public:
     }
     void set_attribute(int device, CUdevice_attribute attribute, int value) const {
         function<PFN_fakecuda_set_attribute>("fakecuda_set_attribute")(device, attribute, value);
+        // cudyn reads each device's capabilities once (a real driver never
+        // changes them): what it stored is stale now.
+        cudyn::detail::forget_capabilities();
     }
     int proc_request_count() const { return function<PFN_fakecuda_proc_request_count>("fakecuda_proc_request_count")(); }
     fakecuda_proc_record proc_request(int i) const {
@@ -142,7 +147,12 @@ public:
 class ScopedFault {
 public:
     explicit ScopedFault(const char* spec) { FakeDriver::loaded().set_fail(spec); }
-    ~ScopedFault() { FakeDriver::loaded().set_fail(""); }
+    // A fault may have been stored as a capability answer (an attribute
+    // refused as unknown reads as "no"): forgotten with the fault.
+    ~ScopedFault() {
+        FakeDriver::loaded().set_fail("");
+        cudyn::detail::forget_capabilities();
+    }
     ScopedFault(const ScopedFault&) = delete;
     ScopedFault& operator=(const ScopedFault&) = delete;
 };
