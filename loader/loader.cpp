@@ -4,6 +4,7 @@
 #include "cudyn/loader.hpp"
 
 #include "dynamic_library.hpp"
+#include "own_code_residency.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -183,7 +184,10 @@ LoaderState& loaded_state() {
                 options = state.options;
             }
             load_driver(state, options);
-            if (state.usable) detail::usable_table.store(&state.table, std::memory_order_release);
+            if (state.usable) {
+                detail::make_own_code_resident();
+                detail::usable_table.store(&state.table, std::memory_order_release);
+            }
             detail::loaded_table.store(&state.table, std::memory_order_release);
         });
     }

@@ -5,9 +5,10 @@
 // (CUDA_VISIBLE_DEVICES is read then), and cudyn never unloads the driver, so
 // the answers stay true for the life of the process. The per-call checks use
 // them: without the cache each advice paid four driver calls (two device
-// counts, cuDeviceGet, cuDeviceGetAttribute) of checks, 14% on top of a 755 ns
-// cuMemAdvise_v2 on an H200, and each PhysicalMemory::create or
-// allocation_granularity read every capability attribute again.
+// counts, cuDeviceGet, cuDeviceGetAttribute) of checks next to one
+// cuMemAdvise_v2 (docs/measurements has the cost), and each
+// PhysicalMemory::create or allocation_granularity read every capability
+// attribute again.
 //
 // Each fact is 0 until the first successful query stores it (racing first
 // queries both ask the driver and store the same answer); a failed query is
@@ -84,6 +85,19 @@ inline Result<bool> concurrent_managed_access(int ordinal) {
         return (known & (std::uint32_t{1} << static_cast<unsigned>(facts::Bit::concurrent_managed_access))) != 0;
     CUDYN_TRY_ASSIGN(auto caps, facts::ask_capabilities(ordinal, nullptr));
     return caps.concurrent_managed_access;
+}
+
+// The cache's answers alone, for fast paths that fall back to the checking
+// calls above when an answer is not (yet) known: true only when a stored fact
+// says `ordinal` is a visible device, or a visible device with
+// CONCURRENT_MANAGED_ACCESS. Never asks the driver.
+inline bool known_visible_device(int ordinal) noexcept {
+    return ordinal >= 0 && ordinal < facts::device_count.load(std::memory_order_acquire) - 1;
+}
+inline bool known_concurrent_managed_device(int ordinal) noexcept {
+    return known_visible_device(ordinal) &&
+           (facts::stored_capabilities(ordinal) &
+            (std::uint32_t{1} << static_cast<unsigned>(facts::Bit::concurrent_managed_access))) != 0;
 }
 
 // Forgets every stored capability word, so the next query reads the driver

@@ -17,6 +17,12 @@ namespace detail {
 
 namespace {
 
+// The driver ignores the location of these; cudyn passes the host, valid on every ABI.
+bool advice_takes_no_location(CUmem_advise advice) noexcept {
+    return advice == CU_MEM_ADVISE_SET_READ_MOSTLY || advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY ||
+           advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
+}
+
 // Checks and translates `location` for the ABI in use. `v1_entry` names the
 // v1 entry in the NotSupported a NUMA target gets on a v1-only driver.
 Result<PreparedLocation> prepare_location(const Location& location, const char* what, bool location_abi,
@@ -58,10 +64,7 @@ Result<void> require_concurrent_managed_access(const Location& location, const c
 }  // namespace
 
 Result<PreparedLocation> prepare_advice_location(CUmem_advise advice, const Location& given, const char* what) {
-    const bool location_free = advice == CU_MEM_ADVISE_SET_READ_MOSTLY || advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY ||
-                               advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
-    // The driver ignores the location of these; host is valid on every ABI.
-    const Location& location = location_free ? Location::host() : given;
+    const Location& location = advice_takes_no_location(advice) ? Location::host() : given;
     auto prepared = prepare_location(location, what, has_entry(&DriverTable::cuMemAdvise_v12020), "cuMemAdvise");
     const bool needs_concurrent_access =
         advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION || advice == CU_MEM_ADVISE_SET_ACCESSED_BY;
@@ -118,9 +121,48 @@ Result<ManagedRange> ManagedRange::subrange(std::size_t offset, std::size_t byte
     return ManagedRange(base_ + offset, bytes);
 }
 
-Result<void> ManagedRange::advise_one(CUmem_advise advice, const Location& location) const {
+namespace {
+
+// Whether prepare_advice_location would accept `location` for `advice` on a
+// driver with cuMemAdvise_v2, judged from the cached device facts alone
+// (never asking the driver); false sends the advice through the checking
+// path, which also fills the cache. The location-free advices take the host.
+bool known_good_v2_advice(CUmem_advise advice, const Location& location) noexcept {
+    if (detail::advice_takes_no_location(advice)) return true;
+    if (location.id() < 0) return false;
+    if (location.kind() != LocationKind::Device) return true;
+    if (advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION || advice == CU_MEM_ADVISE_SET_ACCESSED_BY)
+        return detail::known_concurrent_managed_device(location.id());
+    return detail::known_visible_device(location.id());
+}
+
+// Out of line, so that advise_one's direct path keeps a small frame (this
+// one stages a PreparedLocation and an Error-capable Result on the stack).
+CUDYN_DETAIL_COLD Result<void> advise_checked(CUdeviceptr base, std::size_t bytes, CUmem_advise advice,
+                                              const Location& location) {
     CUDYN_TRY_ASSIGN(auto target, detail::prepare_advice_location(advice, location, "ManagedRange::advise: location"));
-    return detail::issue_advice(base_, bytes_, advice, target);
+    return detail::issue_advice(base, bytes, advice, target);
+}
+
+}  // namespace
+
+Result<void> ManagedRange::advise_one(CUmem_advise advice, const Location& location) const {
+    // The named setters are called in loops, next to a driver call of under a
+    // microsecond. Once the device facts are cached, every check the general
+    // path makes (validate, count, CONCURRENT_MANAGED_ACCESS) is known to
+    // pass, so the common case calls cuMemAdvise_v2 directly instead of
+    // staging a PreparedLocation in a Result (about a quarter of the
+    // instructions, callgrind on the emulated fake).
+    const DriverTable* table = detail::usable_driver();
+    const auto advise_v2 = table != nullptr ? table->cuMemAdvise_v12020 : nullptr;
+    if (advise_v2 != nullptr && known_good_v2_advice(advice, location)) {
+        const CUmemLocation target =
+            detail::advice_takes_no_location(advice) ? Location::host().to_cu() : location.to_cu();
+        const CUresult result = advise_v2(base_, bytes_, advice, target);
+        if (result != CUDA_SUCCESS) return detail::call_failed(result, &DriverTable::cuMemAdvise_v12020);
+        return ok();
+    }
+    return advise_checked(base_, bytes_, advice, location);
 }
 
 Result<void> ManagedRange::advise(std::initializer_list<ManagedAdvice> advices) const {

@@ -3,7 +3,10 @@
 #include "cudyn/opened_mem.hpp"
 #include "cudyn/driver_call.hpp"
 
+#include <array>
+#include <cstddef>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <utility>
@@ -13,6 +16,12 @@ namespace cudyn {
 namespace {
 
 // (context, handle bytes) of every live OpenedMem of this process.
+//
+// The first kInline records live in a fixed array inside the record itself,
+// so a process's first open (a cold process, where every allocation and every
+// first-run code path shows next to the driver's ~120 us) allocates nothing
+// and runs no tree code. Records beyond those go to a std::set allocated on
+// first need.
 class OpenRecord {
 public:
     using Key = std::pair<CUcontext, IpcMemHandle::Bytes>;
@@ -20,21 +29,40 @@ public:
     // False when the key is already there.
     bool claim(const Key& key) {
         std::lock_guard<std::mutex> lock(mutex_);
-        return keys_.insert(key).second;
+        for (std::size_t i = 0; i < inline_count_; ++i)
+            if (inline_[i] == key) return false;
+        if (overflow_ != nullptr && overflow_->count(key) != 0) return false;
+        if (inline_count_ < kInline) {
+            inline_[inline_count_++] = key;
+            return true;
+        }
+        if (overflow_ == nullptr) overflow_ = new std::set<Key>();  // never freed, like the record
+        return overflow_->insert(key).second;
     }
     void release(const Key& key) {
         std::lock_guard<std::mutex> lock(mutex_);
-        keys_.erase(key);
+        for (std::size_t i = 0; i < inline_count_; ++i) {
+            if (inline_[i] == key) {
+                inline_[i] = inline_[--inline_count_];
+                return;
+            }
+        }
+        if (overflow_ != nullptr) overflow_->erase(key);
     }
 
 private:
+    static constexpr std::size_t kInline = 16;
     std::mutex mutex_;
-    std::set<Key> keys_;
+    std::size_t inline_count_ = 0;
+    std::array<Key, kInline> inline_{};
+    std::set<Key>* overflow_ = nullptr;
 };
 
 // Never destroyed: OpenedMem destructors may run during static destruction.
+// Built in static storage, not on the heap (see above).
 OpenRecord& open_record() {
-    static OpenRecord* record = new OpenRecord();
+    alignas(OpenRecord) static unsigned char storage[sizeof(OpenRecord)];
+    static OpenRecord* const record = new (storage) OpenRecord();
     return *record;
 }
 

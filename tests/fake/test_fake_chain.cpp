@@ -200,3 +200,70 @@ TEST_CASE("broken: cuInit fails with NO_DEVICE, reported as init_failed", "[brok
     // Calls never reached the driver: the loader answered for it.
     CHECK(FakeDriver::loaded().call_count("cuDeviceGetCount") == 0);
 }
+
+#if defined(__linux__)
+#include <fcntl.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+namespace {
+
+struct CodeSegment {
+    std::uintptr_t inside = 0;
+    std::uintptr_t begin = 0;
+    std::size_t bytes = 0;
+    bool shared_object = false;
+};
+
+int find_code_segment(dl_phdr_info* info, std::size_t, void* data) {
+    auto* segment = static_cast<CodeSegment*>(data);
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& header = info->dlpi_phdr[i];
+        if (header.p_type != PT_LOAD || (header.p_flags & PF_X) == 0) continue;
+        const std::uintptr_t begin = info->dlpi_addr + header.p_vaddr;
+        if (segment->inside < begin || segment->inside - begin >= header.p_memsz) continue;
+        segment->begin = begin;
+        segment->bytes = header.p_memsz;
+        segment->shared_object = info->dlpi_name != nullptr && info->dlpi_name[0] != '\0';
+        return 1;
+    }
+    return 0;
+}
+
+// Pages of [begin, begin + bytes) that are not mapped into this process now
+// (the "present" bit of /proc/self/pagemap), or -1 when it cannot be read.
+long absent_pages(std::uintptr_t begin, std::size_t bytes) {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || page <= 0) return -1;
+    long absent = 0;
+    for (std::uintptr_t at = begin & ~static_cast<std::uintptr_t>(page - 1); at < begin + bytes; at += page) {
+        std::uint64_t entry = 0;
+        const auto offset = static_cast<off_t>(at / static_cast<std::uintptr_t>(page) * sizeof entry);
+        if (::pread(fd, &entry, sizeof entry, offset) != static_cast<ssize_t>(sizeof entry)) {
+            absent = -1;
+            break;
+        }
+        if ((entry >> 63) == 0) ++absent;
+    }
+    ::close(fd);
+    return absent;
+}
+
+}  // namespace
+
+TEST_CASE("once the driver is loaded, every page of libcudyn's code is mapped: no first call pays a code page fault",
+          "[emulated][chain]") {
+    REQUIRE(cudyn::load_report().state == LoadState::Loaded);
+    CodeSegment segment;
+    segment.inside = reinterpret_cast<std::uintptr_t>(&cudyn::load_report);
+    REQUIRE(::dl_iterate_phdr(find_code_segment, &segment) == 1);
+    REQUIRE(segment.shared_object);  // the suites link the shared library
+    REQUIRE(segment.bytes > 0);
+    // Nothing in this process has run most of the library's code, so without
+    // the residency step most of these pages would be absent.
+    CHECK(absent_pages(segment.begin, segment.bytes) == 0);
+}
+#endif

@@ -197,6 +197,39 @@ int open_churn_role(int, char**) {
 }
 const cudyn_test::ChildRole open_churn("ipc-open-churn", open_churn_role);
 
+// More handles open at once than OpenedMem's record keeps inline (16), so its
+// overflow is used too: every handle opens, a second open of one kept inline
+// or in the overflow is refused, and a close frees the claim wherever it was.
+constexpr int kManyHandles = 20;
+int open_many_role(int, char**) {
+    return run_role("ipc-open-many", [](ChildChecks& check, FdChannel& channel) {
+        std::vector<IpcMemDescriptor> memories;
+        for (int i = 0; i < kManyHandles; ++i) {
+            auto memory = receive_descriptor<IpcMemDescriptor>(channel, kMemDescriptor);
+            if (!ok(check, memory, "memory descriptor")) return;
+            memories.push_back(*memory);
+        }
+        std::vector<OpenedMem> opened;
+        for (const IpcMemDescriptor& memory : memories) {
+            auto one = open_ipc_memory(memory);
+            if (!ok(check, one, "open " + std::to_string(opened.size()))) return;
+            opened.push_back(std::move(*one));
+        }
+        for (const int i : {0, kManyHandles - 1}) {
+            auto second = open_ipc_memory(memories[i]);
+            check.expect(!second.has_value() && second.error().code == ErrorCode::InvalidArgument,
+                         "a second open of handle " + std::to_string(i) + " is refused");
+            if (!ok(check, opened[i].close(), "close " + std::to_string(i))) return;
+            auto again = open_ipc_memory(memories[i]);
+            if (!ok(check, again, "open " + std::to_string(i) + " after its close")) return;
+            opened[i] = std::move(*again);
+        }
+        for (OpenedMem& one : opened) ok(check, one.close(), "close");
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole open_many("ipc-open-many", open_many_role);
+
 // Opens once while the size check cannot be made (cuMemGetAddressRange
 // fails): the open fails and leaves nothing open; then opens for real.
 int open_unchecked_role(int, char**) {
@@ -537,6 +570,24 @@ TEST_CASE("one open per context per handle: a second open is refused clearly", "
 TEST_CASE("opening and closing one handle from eight threads never reaches the driver twice",
           "[emulated][cuda11][legacy][ipc]") {
     share_buffer_with("ipc-open-churn", std::chrono::seconds(20));
+}
+
+TEST_CASE("more handles open at once than the open record keeps inline: still one open per context each",
+          "[emulated][cuda11][legacy][ipc]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    {
+        std::vector<cudyn::DeviceBuffer<std::uint32_t>> buffers;
+        ParentSide side = start_child("ipc-open-many");
+        for (int i = 0; i < kManyHandles; ++i) {
+            buffers.push_back(take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024)));
+            require_ok(send_bytes(side.channel, kMemDescriptor,
+                                  take(export_ipc_memory(buffers.back())).to_bytes()));
+        }
+        (void)take(side.channel.receive(kDone, kStep));
+        CHECK(side.child.wait(kChildTimeout) == 0);
+    }
+    CHECK(before.live_delta() == 0);
 }
 
 TEST_CASE("an open whose size check cannot be made fails and leaves nothing open", "[emulated][cuda11][legacy][ipc]") {
