@@ -17,22 +17,20 @@ constexpr const char* kWhat = "IpcMemDescriptor";
 
 namespace detail {
 
-// The one maker of exported descriptors (the descriptor's constructor is
-// private): the driver writes the handle straight into it.
+// The one maker of exported descriptors. It builds the descriptor inside the
+// caller's Result and lets the driver write the handle straight into it:
+// copying a just-written handle out of a temporary showed as tens of
+// nanoseconds next to a call of about 35 (docs/measurements).
 struct IpcMemExport {
     static Result<IpcMemDescriptor> make(CUdeviceptr base, std::uint64_t allocation_size, std::uint64_t offset,
                                          std::uint64_t size) {
         const ProcessIdentity self = this_process();
-        IpcMemDescriptor descriptor;
-        descriptor.offset_ = offset;
-        descriptor.size_ = size;
-        descriptor.allocation_size_ = allocation_size;
-        descriptor.exporter_pid_ = self.pid;
-        descriptor.exporter_token_ = self.token;
-        if (auto got = call_driver(&DriverTable::cuIpcGetMemHandle_v4010, descriptor.handle_.driver_output(), base);
+        Result<IpcMemDescriptor> exported(std::in_place, IpcMemDescriptor::ExportKey{}, offset, size,
+                                          allocation_size, self.pid, self.token);
+        if (auto got = call_driver(&DriverTable::cuIpcGetMemHandle_v4010, exported->handle_.driver_output(), base);
             !got)
-            return not_exportable(std::move(got).error(), base);
-        return descriptor;
+            exported = not_exportable(std::move(got).error(), base);
+        return exported;
     }
 
     // The driver's refusal, with a hint when the memory has no legacy handle.

@@ -59,6 +59,21 @@ public:
 private:
     friend struct detail::IpcMemExport;
     friend struct detail::WireLayout<IpcMemDescriptor>;
+    // Only the exporter can name the key, so only it reaches the public
+    // constructor below, which is public so that a Result can build the
+    // descriptor in place (the driver then writes the handle straight into
+    // the caller's Result, with no copy of the finished record).
+    struct ExportKey {
+        explicit ExportKey() = default;
+    };
+
+public:
+    IpcMemDescriptor(ExportKey, std::uint64_t offset, std::uint64_t size, std::uint64_t allocation_size,
+                     std::uint64_t exporter_pid, std::uint64_t exporter_token) noexcept
+        : offset_(offset), size_(size), allocation_size_(allocation_size), exporter_pid_(exporter_pid),
+          exporter_token_(exporter_token) {}
+
+private:
     IpcMemDescriptor() = default;
 
     IpcMemHandle handle_;
