@@ -1,7 +1,8 @@
 // cudyn — AddressRange: a shared reservation, freed by its last owner.
 #include "cudyn/address_range.hpp"
+#include "cudyn/driver_call.hpp"
 
-#include "vmm_detail.hpp"
+#include "reservation.hpp"
 
 #include <limits>
 #include <string>

@@ -5,7 +5,8 @@
 
 #include "device_facts.hpp"
 #include "host_mapping.hpp"
-#include "vmm_detail.hpp"
+#include "entry_check.hpp"
+#include "granularity.hpp"
 
 #include <cstdio>
 

@@ -3,12 +3,31 @@
 #include "cudyn/growable_buffer.hpp"
 #include "cudyn/physical_memory.hpp"
 
-#include "vmm_detail.hpp"
+#include "access_grants.hpp"
+#include "device_users_wait.hpp"
+#include "entry_check.hpp"
+#include "granularity.hpp"
 
 #include <string>
 #include <utility>
 
 namespace cudyn {
+
+namespace {
+
+// x rounded up to a multiple of `step` (> 0); false on overflow.
+inline bool round_up(std::size_t x, std::size_t step, std::size_t* out) noexcept {
+    const std::size_t rest = x % step;
+    if (rest == 0) {
+        *out = x;
+        return true;
+    }
+    if (x > static_cast<std::size_t>(-1) - (step - rest)) return false;
+    *out = x + (step - rest);
+    return true;
+}
+
+}  // namespace
 
 Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& properties, std::size_t capacity,
                                               GrowableBufferOptions options) {
@@ -36,7 +55,7 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
                                        " is not a multiple of the allocation granularity " +
                                        std::to_string(*granularity) + " of " + properties.describe());
     std::size_t reserved = 0;
-    if (!detail::round_up(capacity, chunk, &reserved))
+    if (!round_up(capacity, chunk, &reserved))
         return Error::invalid_argument("GrowableBuffer::create: capacity " + std::to_string(capacity) +
                                        " rounded up to whole chunks overflows");
     CUDYN_TRY(detail::check_grants(properties.location(), options.access.data(), options.access.size()));

@@ -1,11 +1,16 @@
 // cudyn — MappedRange: cuMemMap of a whole PhysicalMemory into an AddressRange,
 // with bounds, granularity and overlap checked first.
 #include "cudyn/mapped_range.hpp"
+#include "cudyn/driver_call.hpp"
 
 #include "cudyn/device.hpp"
 #include "cudyn/primary_context.hpp"
 
-#include "vmm_detail.hpp"
+#include "access_grants.hpp"
+#include "device_users_wait.hpp"
+#include "let_go.hpp"
+#include "physical_handle.hpp"
+#include "reservation.hpp"
 
 #include <string>
 #include <utility>
@@ -183,17 +188,6 @@ void MappedRange::forget() noexcept {
 }
 
 namespace detail {
-
-std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noexcept {
-    std::uint64_t devices = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-        const Location& where = grants[i].location;
-        if (where.kind() == LocationKind::Device && grants[i].flags != AccessFlags::None && where.id() >= 0 &&
-            where.id() < 64)
-            devices |= std::uint64_t{1} << where.id();
-    }
-    return devices;
-}
 
 namespace {
 

@@ -1,9 +1,10 @@
 // cudyn — access grants for mapped VMM memory: checks (peers included) and
 // cuMemSetAccess, shared by MappedRange and GrowableBuffer.
 #include "cudyn/memory_access.hpp"
+#include "cudyn/driver_call.hpp"
 #include "cudyn/device.hpp"
 
-#include "vmm_detail.hpp"
+#include "access_grants.hpp"
 
 #include <array>
 #include <string>
@@ -49,6 +50,17 @@ Result<void> check_peer(const Location& owner, int accessor_ordinal, const std::
 }
 
 }  // namespace
+
+std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noexcept {
+    std::uint64_t devices = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        const Location& where = grants[i].location;
+        if (where.kind() == LocationKind::Device && grants[i].flags != AccessFlags::None && where.id() >= 0 &&
+            where.id() < 64)
+            devices |= std::uint64_t{1} << where.id();
+    }
+    return devices;
+}
 
 Result<void> check_grants(const Location& owner, const AccessGrant* grants, std::size_t count) {
     if (grants == nullptr || count == 0)

@@ -1,7 +1,11 @@
 // cudyn — PhysicalMemory: a shared cuMemCreate handle, released by its last owner.
 #include "cudyn/physical_memory.hpp"
 
-#include "vmm_detail.hpp"
+#include "entry_check.hpp"
+#include "fabric_errors.hpp"
+#include "granularity.hpp"
+#include "let_go.hpp"
+#include "physical_handle.hpp"
 
 #include <string>
 #include <utility>

@@ -4,7 +4,10 @@
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/driver_call.hpp"
 
-#include "vmm_detail.hpp"
+#include "entry_check.hpp"
+#include "fabric_errors.hpp"
+#include "granularity.hpp"
+#include "physical_handle.hpp"
 #include "wire_format.hpp"
 
 #if !defined(_WIN32)

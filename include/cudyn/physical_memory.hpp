@@ -20,7 +20,7 @@
 namespace cudyn {
 
 namespace detail {
-struct PhysicalHandle;  // defined in the library's sources only (vmm_detail.hpp)
+struct PhysicalHandle;  // defined in the library's sources only (src/physical_handle.hpp)
 }  // namespace detail
 
 class PhysicalMemory {
