@@ -26,7 +26,6 @@ constexpr cuuint64_t kResolveFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
 // The process-wide loader state. Allocated once and never destroyed, so
 // destructors of cudyn objects that run during exit still find the table.
 struct LoaderState {
-    std::once_flag once;
     bool usable = false;  // written before detail::loaded_table is published
     DriverTable table;
     LoadReport report;
@@ -176,7 +175,15 @@ LoaderState& loaded_state() {
     LoaderState& state = loader_state();
     // The published table doubles as the "load finished" flag.
     if (detail::loaded_table.load(std::memory_order_acquire) == nullptr) {
-        std::call_once(state.once, [&state] {
+        // Once per process through a function-local static, not std::call_once:
+        // before glibc 2.34, std::call_once goes through pthread_once, which
+        // libstdc++ references weakly. A program that links libcudyn.a but no
+        // libpthread symbol of its own loses -lpthread to --as-needed (Debian
+        // 11's g++ passes it by default), finds pthread_once null, and
+        // std::call_once throws std::system_error(-1) at first use. A static's
+        // initialization guard works with or without libpthread and blocks
+        // concurrent first users the same way.
+        static const bool loaded = [&state] {
             LoaderOptions options;
             {
                 std::lock_guard<std::mutex> lock(state.options_mutex);
@@ -189,7 +196,9 @@ LoaderState& loaded_state() {
                 detail::usable_table.store(&state.table, std::memory_order_release);
             }
             detail::loaded_table.store(&state.table, std::memory_order_release);
-        });
+            return true;
+        }();
+        (void)loaded;
     }
     return state;
 }
