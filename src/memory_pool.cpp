@@ -1,0 +1,314 @@
+// cudyn — MemoryPool: creation with its checks, the default and current
+// pools, attributes, trimming and access.
+#include "cudyn/memory_pool.hpp"
+#include "cudyn/device.hpp"
+#include "cudyn/driver_call.hpp"
+
+#include "device_facts.hpp"
+#include "entry_check.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace cudyn {
+
+namespace {
+
+constexpr unsigned kKnownHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                                       CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
+
+std::string hex(unsigned long long value) {
+    char text[24];
+    std::snprintf(text, sizeof text, "0x%llx", value);
+    return text;
+}
+
+CUmemPool_attribute reuse_attribute(PoolReuse policy) noexcept {
+    switch (policy) {
+        case PoolReuse::FollowEventDependencies: return CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES;
+        case PoolReuse::AllowOpportunistic: return CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC;
+        case PoolReuse::AllowInternalDependencies: break;
+    }
+    return CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
+// A device ordinal inside the visible devices, or InvalidArgument naming `what`.
+Result<void> check_ordinal(int ordinal, const char* what) {
+    CUDYN_TRY_ASSIGN(const int count, detail::visible_device_count());
+    if (ordinal < 0 || ordinal >= count)
+        return Error::invalid_argument(std::string(what) + ": device " + std::to_string(ordinal) +
+                                       " is not a visible device (" + std::to_string(count) + " visible)");
+    return ok();
+}
+
+// NotSupported unless the driver has `entry` and device `ordinal` reports
+// MEMORY_POOLS_SUPPORTED.
+template <typename Pfn>
+Result<void> require_pools(Pfn DriverTable::*entry, int ordinal, const char* operation) {
+    CUDYN_TRY(detail::require_entry(entry));
+    CUDYN_TRY(check_ordinal(ordinal, operation));
+    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
+    if (!caps.memory_pools)
+        return Error::not_supported({}, std::string(operation) + ": device " + std::to_string(ordinal) +
+                                            " does not support memory pools "
+                                            "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)");
+    return ok();
+}
+
+// The handle types a device's pools may be exported as (a mask; read for
+// each creation, which is rare next to the allocations a pool serves).
+Result<unsigned> pool_handle_types(int ordinal) {
+    int mask = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetAttribute_v2000, &mask,
+                          CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, static_cast<CUdevice>(ordinal)));
+    return static_cast<unsigned>(mask);
+}
+
+Result<CUmemLocation> managed_location(const Location& location, const char* operation) {
+    CUDYN_TRY(location.validate(operation));
+    return location.to_cu();
+}
+
+}  // namespace
+
+const char* to_string(PoolReuse policy) noexcept {
+    switch (policy) {
+        case PoolReuse::FollowEventDependencies: return "follow_event_dependencies";
+        case PoolReuse::AllowOpportunistic: return "allow_opportunistic";
+        case PoolReuse::AllowInternalDependencies: return "allow_internal_dependencies";
+    }
+    return "invalid";
+}
+
+// ---- PoolProperties -----------------------------------------------------------------------
+
+PoolProperties PoolProperties::with_handle_types(HandleType types) const noexcept {
+    PoolProperties copy = *this;
+    copy.handle_types_ = types;
+    return copy;
+}
+
+PoolProperties PoolProperties::with_max_size_bytes(std::size_t bytes) const noexcept {
+    PoolProperties copy = *this;
+    copy.max_size_bytes_ = bytes;
+    return copy;
+}
+
+Result<void> PoolProperties::validate() const {
+    CUDYN_TRY(location_.validate("pool properties: location"));
+    if (location_.kind() == LocationKind::HostNumaCurrent)
+        return Error::invalid_argument(
+            "pool properties: location: cuMemPoolCreate does not take host NUMA current; name the node "
+            "(Location::host_numa(n))");
+    const auto bits = static_cast<unsigned>(handle_types_);
+    if ((bits & ~kKnownHandleTypes) != 0)
+        return Error::invalid_argument("pool properties: handle types: unknown bits " + hex(bits & ~kKnownHandleTypes));
+#if !defined(_WIN32)
+    if (includes(handle_types_, HandleType::Win32) || includes(handle_types_, HandleType::Win32Kmt))
+        return Error::invalid_argument("pool properties: handle types: Win32 handles exist only on Windows");
+#endif
+    return ok();
+}
+
+CUmemPoolProps PoolProperties::to_cu() const noexcept {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = static_cast<CUmemAllocationHandleType>(handle_types_);
+    props.location = location_.to_cu();
+    props.maxSize = max_size_bytes_;
+    return props;
+}
+
+std::string PoolProperties::describe() const {
+    std::string text = location_.describe();
+    if (handle_types_ != HandleType::None) text += ", handles " + to_string(handle_types_);
+    if (max_size_bytes_ != 0) text += ", max " + std::to_string(max_size_bytes_) + " bytes";
+    return text;
+}
+
+// ---- MemoryPool ---------------------------------------------------------------------------
+
+Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
+    CUDYN_TRY(properties.validate());
+    const Location& where = properties.location();
+    if (where.kind() == LocationKind::Device) {
+        CUDYN_TRY(require_pools(&DriverTable::cuMemPoolCreate_v11020, where.id(), "MemoryPool::create"));
+        if (properties.handle_types() != HandleType::None) {
+            CUDYN_TRY_ASSIGN(const unsigned supported, pool_handle_types(where.id()));
+            const unsigned wanted = static_cast<unsigned>(properties.handle_types());
+            if ((wanted & ~supported) != 0)
+                return Error::not_supported(
+                    {}, "MemoryPool::create: " + properties.describe() + ": " +
+                            to_string(static_cast<HandleType>(wanted & ~supported)) +
+                            " handles are not supported for pools on device " + std::to_string(where.id()) +
+                            " (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES is " + hex(supported) + ")");
+        }
+    } else {
+        // Host pools: the driver judges them (NOT_SUPPORTED comes back as NotSupported).
+        CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolCreate_v11020));
+    }
+    const CUmemPoolProps props = properties.to_cu();
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props));
+    return MemoryPool(pool, true, where);
+}
+
+Result<MemoryPool> MemoryPool::default_for(const Device& device) {
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceGetDefaultMemPool_v11020, device.ordinal(),
+                            "MemoryPool::default_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetDefaultMemPool_v11020, &pool, device.handle()));
+    return MemoryPool(pool, false, Location::device(device.ordinal()));
+}
+
+Result<MemoryPool> MemoryPool::current_for(const Device& device) {
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceGetMemPool_v11020, device.ordinal(), "MemoryPool::current_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetMemPool_v11020, &pool, device.handle()));
+    return MemoryPool(pool, false, Location::device(device.ordinal()));
+}
+
+Result<void> MemoryPool::set_current_for(const Device& device) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_current_for"));
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceSetMemPool_v11020, device.ordinal(), "MemoryPool::set_current_for"));
+    if (location() != Location::device(device.ordinal()))
+        return Error::invalid_argument("MemoryPool::set_current_for: the pool lives in " + location().describe() +
+                                       ", not on device " + std::to_string(device.ordinal()));
+    return call_driver(&DriverTable::cuDeviceSetMemPool_v11020, device.handle(), handle());
+}
+
+Result<MemoryPool> MemoryPool::managed_default_for(Location location) {
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetDefaultMemPool_v13000));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::managed_default_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetDefaultMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_MANAGED));
+    return MemoryPool(pool, false, location);
+}
+
+Result<MemoryPool> MemoryPool::managed_current_for(Location location) {
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetMemPool_v13000));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::managed_current_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_MANAGED));
+    return MemoryPool(pool, false, location);
+}
+
+Result<void> MemoryPool::set_managed_current_for(Location location) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_managed_current_for"));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemSetMemPool_v13000));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::set_managed_current_for"));
+    return call_driver(&DriverTable::cuMemSetMemPool_v13000, &where, CU_MEM_ALLOCATION_TYPE_MANAGED, handle());
+}
+
+Result<void> MemoryPool::Traits::release(State& state) {
+    return call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool);
+}
+
+Result<void> MemoryPool::require_pool(const char* operation) const {
+    if (empty()) return Error::invalid_argument(std::string(operation) + ": the pool is empty (moved from or destroyed)");
+    return ok();
+}
+
+Result<std::uint64_t> MemoryPool::release_threshold() const {
+    CUDYN_TRY(require_pool("MemoryPool::release_threshold"));
+    cuuint64_t bytes = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                          static_cast<void*>(&bytes)));
+    return static_cast<std::uint64_t>(bytes);
+}
+
+Result<void> MemoryPool::set_release_threshold(std::uint64_t bytes) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_release_threshold"));
+    cuuint64_t value = bytes;
+    return call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                       static_cast<void*>(&value));
+}
+
+Result<bool> MemoryPool::reuse(PoolReuse policy) const {
+    CUDYN_TRY(require_pool("MemoryPool::reuse"));
+    int enabled = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), reuse_attribute(policy),
+                          static_cast<void*>(&enabled)));
+    return enabled != 0;
+}
+
+Result<void> MemoryPool::set_reuse(PoolReuse policy, bool enabled) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_reuse"));
+    int value = enabled ? 1 : 0;
+    return call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), reuse_attribute(policy),
+                       static_cast<void*>(&value));
+}
+
+Result<PoolUsage> MemoryPool::usage() const {
+    CUDYN_TRY(require_pool("MemoryPool::usage"));
+    const auto read = [this](CUmemPool_attribute attribute, std::uint64_t& out) -> Result<void> {
+        cuuint64_t value = 0;
+        CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), attribute,
+                              static_cast<void*>(&value)));
+        out = value;
+        return ok();
+    };
+    PoolUsage usage;
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, usage.reserved_bytes));
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, usage.reserved_high_bytes));
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, usage.used_bytes));
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_USED_MEM_HIGH, usage.used_high_bytes));
+    return usage;
+}
+
+Result<void> MemoryPool::reset_high_water_marks() const {
+    CUDYN_TRY(require_pool("MemoryPool::reset_high_water_marks"));
+    // The driver takes only 0 for a high-water mark, which it reads as
+    // "reset to the current value".
+    for (const CUmemPool_attribute attribute : {CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CU_MEMPOOL_ATTR_USED_MEM_HIGH}) {
+        cuuint64_t zero = 0;
+        CUDYN_TRY(call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), attribute,
+                              static_cast<void*>(&zero)));
+    }
+    return ok();
+}
+
+Result<void> MemoryPool::trim_to(std::size_t keep_bytes) const {
+    CUDYN_TRY(require_pool("MemoryPool::trim_to"));
+    return call_driver(&DriverTable::cuMemPoolTrimTo_v11020, handle(), keep_bytes);
+}
+
+Result<void> MemoryPool::set_access(const AccessGrant& grant) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_access"));
+    const Location& who = grant.location;
+    if (who.kind() != LocationKind::Device)
+        return Error::invalid_argument("MemoryPool::set_access: access is granted to devices; " + who.describe() +
+                                       " is not one");
+    if (grant.flags != AccessFlags::None && grant.flags != AccessFlags::Read && grant.flags != AccessFlags::ReadWrite)
+        return Error::invalid_argument("MemoryPool::set_access: unknown access flags " +
+                                       std::to_string(static_cast<int>(grant.flags)));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolSetAccess_v11020));
+    CUDYN_TRY(check_ordinal(who.id(), "MemoryPool::set_access"));
+    if (who == location()) {
+        if (grant.flags != AccessFlags::ReadWrite)
+            return Error::invalid_argument("MemoryPool::set_access: " + who.describe() +
+                                           " owns the pool and always has read_write access; it cannot be set to " +
+                                           to_string(grant.flags));
+    } else if (location().kind() == LocationKind::Device && grant.flags != AccessFlags::None) {
+        CUDYN_TRY_ASSIGN(const Device owner, Device::get(location().id()));
+        CUDYN_TRY_ASSIGN(const Device peer, Device::get(who.id()));
+        CUDYN_TRY_ASSIGN(const bool reachable, peer.can_access_peer(owner));
+        if (!reachable)
+            return Error::not_supported({}, "MemoryPool::set_access: " + who.describe() + " cannot access " +
+                                                location().describe() + "'s memory (cuDeviceCanAccessPeer is 0)");
+    }
+    const CUmemAccessDesc descriptor = grant.to_cu();
+    return call_driver(&DriverTable::cuMemPoolSetAccess_v11020, handle(), &descriptor, std::size_t{1});
+}
+
+Result<AccessFlags> MemoryPool::access(Location location) const {
+    CUDYN_TRY(require_pool("MemoryPool::access"));
+    CUDYN_TRY(location.validate("MemoryPool::access: location"));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolGetAccess_v11020));
+    CUmemLocation where = location.to_cu();
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAccess_v11020, &flags, handle(), &where));
+    return static_cast<AccessFlags>(flags);
+}
+
+}  // namespace cudyn
