@@ -21,16 +21,19 @@
 #include "cudyn/managed_range.hpp"
 #include "cudyn/mapped_buffer.hpp"
 #include "cudyn/memory_info.hpp"
+#include "cudyn/memory_pool.hpp"
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/primary_context.hpp"
 #include "cudyn/stream.hpp"
+#include "cudyn/stream_ordered_buffer.hpp"
 #include "cudyn/managed_buffer.hpp"
 
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -689,6 +692,96 @@ const CaseRegistrar span_sync_htod_case({"memory/sync-copy-htod-4KiB",
                                          "cuMemcpyHtoD_v2 + cuStreamSynchronize(CU_STREAM_LEGACY)",
                                          true,
                                          [](const Settings& s) { return span_sync_op(s, SyncOp::CopyFromPageable); }});
+
+// =============================================================================
+// 6. Stream-ordered allocation from a pool
+// =============================================================================
+
+// `iterations` allocate+free pairs of `bytes` on the fixture's stream from
+// one pool that keeps its memory (release threshold UINT64_MAX), then one
+// stream synchronize, per sample: cudyn's StreamOrderedBuffer (freed by its
+// destructor) against raw cuMemAllocFromPoolAsync + cuMemFreeAsync on the
+// same pool and stream. The raw cuMemAlloc_v2 + cuMemFree_v2 pair is timed in
+// the same run for the speed-up pools give.
+CaseResult pool_alloc_free(const Settings& settings, std::size_t bytes, std::uint64_t default_iterations) {
+    std::string error;
+    const MemoryFixture* f = fixture(error);
+    if (f == nullptr) return skipped(error);
+    if (!f->caps.memory_pools) return skipped("device 0 reports no MEMORY_POOLS_SUPPORTED");
+    if (!has_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020)) return skipped("the driver has no pool entries (11.2+)");
+    auto info = current_device_memory_info();
+    if (!info) return failed(info.error().describe());
+    if (info->free_bytes < 4 * bytes) return skipped("device 0 has less than four times " + std::to_string(bytes) + " bytes free");
+    static std::optional<MemoryPool> pool;
+    if (!pool) {
+        auto made = MemoryPool::create(PoolProperties::device(0));
+        if (!made) return failed(made.error().describe());
+        if (auto kept = made->set_release_threshold(std::numeric_limits<std::uint64_t>::max()); !kept)
+            return failed(kept.error().describe());
+        pool.emplace(std::move(*made));
+    }
+    const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
+    const DriverTable& cu = driver();
+    const CUstream stream = f->stream.handle();
+    const CUmemoryPool handle = pool->handle();
+    const auto per_op_ns = [iterations](Clock::time_point start) {
+        return elapsed_ns(start, Clock::now()) / static_cast<double>(iterations);
+    };
+    const Sample raw = [&]() -> Result<double> {
+        const auto start = Clock::now();
+        for (std::uint64_t i = 0; i < iterations; ++i) {
+            CUdeviceptr pointer = 0;
+            CUDYN_TRY(raw_result(cu.cuMemAllocFromPoolAsync_v11020(&pointer, bytes, handle, stream),
+                                 "cuMemAllocFromPoolAsync"));
+            keep(pointer);
+            CUDYN_TRY(raw_result(cu.cuMemFreeAsync_v11020(pointer, stream), "cuMemFreeAsync"));
+        }
+        CUDYN_TRY(raw_result(cu.cuStreamSynchronize_v2000(stream), "cuStreamSynchronize"));
+        return per_op_ns(start);
+    };
+    const Sample wrapped = [&]() -> Result<double> {
+        const auto start = Clock::now();
+        for (std::uint64_t i = 0; i < iterations; ++i) {
+            auto buffer = StreamOrderedBuffer<std::byte>::allocate(*pool, bytes, f->stream);
+            if (!buffer) return buffer.error();
+            keep(buffer->device_address());
+        }  // the destructor frees in stream order, as programs use it
+        CUDYN_TRY(f->stream.synchronize());
+        return per_op_ns(start);
+    };
+    CaseResult result = compare_samples(settings.value_or_repetitions(11), raw, wrapped);
+    if (result.status != Status::Ok) return result;
+    // The allocation pools replace, a few hundred pairs (it costs ~100 us each).
+    std::vector<double> plain;
+    for (int sample = 0; sample < 5; ++sample) {
+        const auto start = Clock::now();
+        constexpr int kPlain = 100;
+        for (int i = 0; i < kPlain; ++i) {
+            CUdeviceptr pointer = 0;
+            if (cu.cuMemAlloc_v3020(&pointer, bytes) != CUDA_SUCCESS || cu.cuMemFree_v3020(pointer) != CUDA_SUCCESS)
+                return failed("raw cuMemAlloc_v2 + cuMemFree_v2 failed");
+        }
+        plain.push_back(elapsed_ns(start, Clock::now()) / kPlain);
+    }
+    result.operation = "alloc+free " + std::to_string(bytes / kMiB) + " MiB in stream order from a pool";
+    result.unit = "ns/op";
+    result.iterations = iterations;
+    result.extra.push_back({"cuMemAlloc_cuMemFree_ns", median(plain)});
+    result.notes.push_back("raw cuMemAlloc_v2 + cuMemFree_v2 of the same size: " + format("%.0f", median(plain)) +
+                           " ns/op, " + format("%.1f", median(plain) / result.cudyn) + "x the time of cudyn's pool path");
+    add_target_note(result, "StreamOrderedBuffer vs raw pool path", 1.05, false);
+    return result;
+}
+
+const CaseRegistrar pool_alloc_1m({"pool/alloc-free-1MiB",
+                                   "StreamOrderedBuffer<std::byte> of 1 MiB from a pool vs raw cuMemAllocFromPoolAsync + "
+                                   "cuMemFreeAsync (10,000 per sample), and vs cuMemAlloc_v2 + cuMemFree_v2",
+                                   true, [](const Settings& s) { return pool_alloc_free(s, kMiB, 10000); }});
+const CaseRegistrar pool_alloc_64m({"pool/alloc-free-64MiB",
+                                    "StreamOrderedBuffer<std::byte> of 64 MiB from a pool vs raw "
+                                    "cuMemAllocFromPoolAsync + cuMemFreeAsync (1,000 per sample), and vs "
+                                    "cuMemAlloc_v2 + cuMemFree_v2",
+                                    true, [](const Settings& s) { return pool_alloc_free(s, 64 * kMiB, 1000); }});
 
 }  // namespace
 
