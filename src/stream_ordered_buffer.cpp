@@ -29,7 +29,7 @@ Result<void> require_pool_device(const OwnerContext& context) {
 }  // namespace
 
 Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std::size_t element_size,
-                                                          const MemoryPool* pool, CUstream stream) {
+                                                          const MemoryPool* pool, StreamRef stream) {
     CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate"));
     if (pool != nullptr && pool->empty())
         return Error::invalid_argument("StreamOrderedBuffer::allocate: the pool is empty (moved from or destroyed)");
@@ -37,20 +37,34 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
         CUDYN_TRY(require_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020));
     else
         CUDYN_TRY(require_entry(&DriverTable::cuMemAllocAsync_v11020));
-    CUDYN_TRY_ASSIGN(auto context, OwnerContext::current());
+    OwnerContext context;
+    if (stream.context() != nullptr) {
+        context = *stream.context();
+    } else {
+        CUDYN_TRY_ASSIGN(context, OwnerContext::current());
+    }
     // A pool exists only where pools do; the current pool needs the check.
     if (pool == nullptr) CUDYN_TRY(require_pool_device(context));
     CUdeviceptr address = 0;
     if (pool != nullptr)
-        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(), stream));
+        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
+                              stream.handle()));
     else
-        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream));
-    return StreamOrderedMemory(Traits::State{address, bytes, stream, std::move(context)});
+        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle()));
+    return StreamOrderedMemory(Traits::State{address, bytes, stream.handle(), std::move(context)});
 }
 
 Result<void> StreamOrderedMemory::Traits::release(State& state) {
-    return state.context.release_into(
-        [&state] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream); });
+    const auto free = [&state] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream); };
+    // A created stream names its own context to the driver, so the free needs
+    // no context made current (saving a cuCtxGetCurrent per free); the default
+    // streams mean "the current context's", which must then be this memory's.
+    const bool default_stream =
+        state.stream == nullptr || state.stream == CU_STREAM_LEGACY || state.stream == CU_STREAM_PER_THREAD;
+    if (default_stream) return state.context.release_into(free);
+    CUDYN_TRY(free());
+    state.context.reset();
+    return ok();
 }
 
 Result<void> StreamOrderedMemory::require(const char* operation) const {

@@ -37,6 +37,10 @@ public:
 
     CUstream handle() const noexcept { return owner_.get().stream; }
     bool owned() const noexcept { return owner_.get().owned; }
+    // The context an owned stream was created in (empty for the default-stream
+    // handles): owners of stream-ordered memory share it rather than asking
+    // the driver for the current context.
+    const detail::OwnerContext& context() const noexcept { return owner_.get().context; }
 
 private:
     struct Traits {

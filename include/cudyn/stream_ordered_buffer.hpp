@@ -60,9 +60,11 @@ public:
     StreamOrderedMemory() noexcept = default;
 
     // `count` * `element_size` bytes on `stream`, from `pool` (null: the
-    // current pool of the context's device, cuMemAllocAsync).
+    // current pool of the stream's device, cuMemAllocAsync). The memory
+    // keeps the stream's context: an owned Stream's (shared, no driver call),
+    // else the calling thread's current one.
     static Result<StreamOrderedMemory> allocate(std::size_t count, std::size_t element_size, const MemoryPool* pool,
-                                                CUstream stream);
+                                                StreamRef stream);
 
     CUdeviceptr address() const noexcept { return owner_.get().address; }
     std::size_t bytes() const noexcept { return owner_.get().bytes; }
@@ -108,10 +110,10 @@ public:
     // `count` elements of uninitialised memory on `stream`, from the current
     // pool of the context's device (cuMemAllocAsync) or from `pool`.
     static Result<StreamOrderedBuffer> allocate(std::size_t count, StreamRef stream) {
-        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), nullptr, stream.handle()));
+        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), nullptr, stream));
     }
     static Result<StreamOrderedBuffer> allocate(const MemoryPool& pool, std::size_t count, StreamRef stream) {
-        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), &pool, stream.handle()));
+        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), &pool, stream));
     }
 
     StreamOrderedBuffer() noexcept = default;  // empty

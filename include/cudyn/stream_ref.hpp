@@ -10,15 +10,20 @@ namespace cudyn {
 
 class StreamRef {
 public:
-    StreamRef(const Stream& stream) noexcept : handle_(stream.handle()) {}
+    StreamRef(const Stream& stream) noexcept
+        : handle_(stream.handle()), context_(stream.context().empty() ? nullptr : &stream.context()) {}
     StreamRef(CUstream stream) noexcept : handle_(stream) {}
 
     CUstream handle() const noexcept { return handle_; }
+    // The context of an owned cudyn::Stream (the one its work runs in), null
+    // for a raw handle or a default stream.
+    const detail::OwnerContext* context() const noexcept { return context_; }
     // The legacy NULL stream, as the table's legacy-stream entries read 0.
     bool is_legacy_default() const noexcept { return handle_ == nullptr || handle_ == CU_STREAM_LEGACY; }
 
 private:
     CUstream handle_;
+    const detail::OwnerContext* context_ = nullptr;
 };
 
 }  // namespace cudyn
