@@ -147,6 +147,7 @@ enum class Kind {
     Registered,  // cuMemHostRegister (memory owned by the caller)
     VmmMapped,   // reserved for the VMM emulation: a mapped piece of a reserved range
     IpcOpened,   // cuIpcOpenMemHandle: another process's cuMemAlloc memory mapped here
+    Pool,        // cuMemAllocAsync / cuMemAllocFromPoolAsync block, or cuMemPoolImportPointer (fakecuda_pools.cpp)
 };
 
 // A location as the managed-memory state stores it.
@@ -184,6 +185,9 @@ struct Allocation {
     std::uintptr_t range_base = 0;
     std::size_t range_size = 0;
     unsigned long long allowed_handle_types = 0;
+    // Pool blocks: the pool the block came from (or was imported into), for
+    // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; null for every other kind.
+    CUmemPoolHandle_st* pool = nullptr;
     // Managed memory: page-run start offset -> state (piecewise constant).
     std::map<std::size_t, PageState> pages;
 };
@@ -248,6 +252,11 @@ struct Queue {
     std::deque<Work> pending;
     std::uint64_t enqueued = 0;   // seq of the last work enqueued
     std::uint64_t completed = 0;  // seq of the last work done (or dropped by a failed context)
+    std::uint64_t serial = 0;     // unique for the process's life (a queue's address may be reused)
+    // What cuStreamWaitEvent ordered this queue after: other queue's serial ->
+    // the highest seq waited for. Memory pools follow these dependencies when
+    // they reuse a block freed on another stream (REUSE_FOLLOW_EVENT_DEPENDENCIES).
+    std::map<std::uint64_t, std::uint64_t> waited;
 };
 
 // An event's record: done when its queue passes `seq`; `when` is set then.
@@ -413,6 +422,9 @@ void* reserve_inaccessible(std::size_t size);
 void release_reservation(void* reservation, std::size_t size);
 // Drop a tracked allocation and release what it owns.
 void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterator it);
+// Release what an allocation owns (mapping, alias, descriptor, device bytes)
+// without touching State::allocs: for one already taken out of it.
+void release_allocation(State& st, Allocation& a);
 // Tear down everything owned by a primary context that reached refcount 0
 // (the caller waited for its work first).
 void destroy_context_resources(State& st, CUctx_st* ctx);
@@ -451,6 +463,32 @@ int ipc_event_reached(SharedEvent* shared, std::uint64_t target);
 CUresult check_location(const State& st, const CUmemLocation& loc, bool for_prefetch);
 // Resolve HOST_NUMA_CURRENT etc. to the form the range state stores.
 Loc normalize_location(const CUmemLocation& loc);
+
+// ---- stream-ordered allocation and memory pools (fakecuda_pools.cpp) ------------
+// A freed block's address is gone for API calls at once, but stream work
+// enqueued before the free may still use the bytes until the free's position
+// in its stream has run. Stream work therefore names the memory it touches by
+// address *and* block: the buffer_id of the device allocation (cuMemAlloc or
+// pool block) the call found there, 0 for any other memory.
+unsigned long long device_block_id(State& st, std::uintptr_t p);
+// Where stream work finds [p, p + n) of block `id`: the live allocation with
+// that id, or a block whose cuMemFreeAsync has not yet run in its stream;
+// nullptr when the block is gone (the work then fails ILLEGAL_ADDRESS).
+void* block_bytes(State& st, std::uintptr_t p, std::size_t n, unsigned long long id);
+// Whether p lies in memory a pool reserved (a freed block's address answers
+// INVALID_VALUE to calls rather than passing for pageable host memory).
+bool pool_address(State& st, std::uintptr_t p);
+// Whether a pool block lies in host memory (a HOST / HOST_NUMA pool).
+bool pool_on_host(const CUmemPoolHandle_st* pool);
+// cuMemFree of a pool block: freed at once, without waiting for stream work
+// (the driver documents that it assumes every access is done).
+CUresult pool_free_now(State& st, std::uintptr_t base);
+// A synchronization returned: frees it guarantees done become reusable from
+// any stream, and pools above their release threshold give memory back.
+// `covered(queue, seq)`: the synchronization waited for that queue up to seq.
+void pools_synchronized(State& st, const std::function<bool(const Queue*, std::uint64_t)>& covered);
+// A context was destroyed: stream-ordered frees whose stream went with it are done.
+void pools_context_destroyed(State& st);
 
 // ---- cuGetProcAddress registry (fakecuda_registry.cpp) -------------------------
 // One ABI of one base name: the function for the legacy default stream and,

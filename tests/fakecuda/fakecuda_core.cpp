@@ -255,12 +255,22 @@ FAKE_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
     return CUDA_SUCCESS;
 }
 
+namespace {
+// A context synchronization; memory pools then act on the frees it
+// guarantees done and on their release thresholds.
+CUresult context_synchronize(State& st, CUctx_st* ctx) {
+    if (CUresult rc = fake::wait_context(st, ctx)) return rc;
+    fake::pools_synchronized(st, [ctx](const fake::Queue* queue, std::uint64_t) { return queue->ctx == ctx; });
+    return CUDA_SUCCESS;
+}
+}  // namespace
+
 FAKE_API CUresult CUDAAPI cuCtxSynchronize(void) {
     FAKE_ENTER(fake::kNeedsInit);
     State& st = fake::state();
     CUctx_st* ctx = fake::current_context(st);
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
-    return fake::wait_context(st, ctx);
+    return context_synchronize(st, ctx);
 }
 
 #if FAKE_HAS(13000)
@@ -286,7 +296,7 @@ FAKE_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
     State& st = fake::state();
     CUctx_st* c = explicit_or_current(st, ctx);
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    return fake::wait_context(st, c);
+    return context_synchronize(st, c);
 }
 #endif
 
@@ -325,7 +335,14 @@ CUresult stream_synchronize(CUstream s, bool per_thread_default) {
     State& st = fake::state();
     std::shared_ptr<fake::Queue> queue;
     if (CUresult rc = fake::stream_queue(st, s, per_thread_default, &queue)) return rc;
-    return fake::wait_queue(st, queue);
+    if (CUresult rc = fake::wait_queue(st, queue)) return rc;
+    // What wait_queue waited for: the queue, and with the legacy stream the
+    // blocking streams of its context.
+    const fake::Queue* synced = queue.get();
+    fake::pools_synchronized(st, [synced](const fake::Queue* other, std::uint64_t) {
+        return other == synced || (synced->legacy && other->ctx == synced->ctx && other->blocking);
+    });
+    return CUDA_SUCCESS;
 }
 
 CUresult stream_query(CUstream s, bool per_thread_default) {
@@ -346,6 +363,12 @@ CUresult stream_wait_event(CUstream s, CUevent e, unsigned int flags, bool per_t
     if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
     std::vector<fake::Dependency> after;
     if (e->last && !fake::finished({e->last->queue, e->last->seq})) after.push_back({e->last->queue, e->last->seq});
+    // The queue is ordered after the record from here on, done or not: a pool
+    // may hand this stream memory freed before the record on the other one.
+    if (e->last && e->last->queue && e->last->queue != queue) {
+        std::uint64_t& seen = queue->waited[e->last->queue->serial];
+        if (seen < e->last->seq) seen = e->last->seq;
+    }
     fake::SharedEvent* shared = nullptr;
     std::uint64_t target = 0;
     if (CUresult rc = fake::ipc_event_wait_target(e, &shared, &target)) return rc;
@@ -387,7 +410,13 @@ CUresult event_synchronize(CUevent e) {
     State& st = fake::state();
     if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
     if (e->last) {
-        if (CUresult rc = fake::wait_for(st, {e->last->queue, e->last->seq})) return rc;
+        const std::shared_ptr<fake::EventRecord> last = e->last;
+        if (CUresult rc = fake::wait_for(st, {last->queue, last->seq})) return rc;
+        const fake::Queue* recorded = last->queue.get();
+        const std::uint64_t upto = last->seq;
+        fake::pools_synchronized(st, [recorded, upto](const fake::Queue* queue, std::uint64_t seq) {
+            return queue == recorded && seq <= upto;
+        });
     }
     return fake::ipc_event_wait(st, e);
 }

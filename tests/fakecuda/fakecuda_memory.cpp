@@ -161,8 +161,9 @@ void put(void* data, T value) {
 // host memory, a host pointer of device memory).
 CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_alias,
                            std::size_t off) {
-    const bool device_kind =
-        a.kind == Kind::Device || a.kind == Kind::Managed || a.kind == Kind::VmmMapped || a.kind == Kind::IpcOpened;
+    const bool host_pool = a.kind == Kind::Pool && fake::pool_on_host(a.pool);
+    const bool device_kind = a.kind == Kind::Device || a.kind == Kind::Managed || a.kind == Kind::VmmMapped ||
+                             a.kind == Kind::IpcOpened || (a.kind == Kind::Pool && !host_pool);
     const std::uintptr_t visible_base = via_alias ? a.alias : a.base;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: put<CUcontext>(data, a.ctx); return CUDA_SUCCESS;
@@ -170,7 +171,7 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
         put<unsigned int>(data, device_kind ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST);
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: {
-        if (!device_kind) {
+        if (!device_kind && a.kind != Kind::Pool) {
             // Pinned / registered memory has a device address only when mapped.
             const unsigned devicemap = CU_MEMHOSTALLOC_DEVICEMAP;  // == CU_MEMHOSTREGISTER_DEVICEMAP
             if (!(a.flags & devicemap) && !via_alias) return CUDA_ERROR_INVALID_VALUE;
@@ -180,7 +181,8 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
         return CUDA_SUCCESS;
     }
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (a.kind == Kind::Device || a.kind == Kind::VmmMapped || a.kind == Kind::IpcOpened)
+        if (a.kind == Kind::Device || a.kind == Kind::VmmMapped || a.kind == Kind::IpcOpened ||
+            (a.kind == Kind::Pool && !host_pool))
             return CUDA_ERROR_INVALID_VALUE;
         put<void*>(data, reinterpret_cast<void*>(a.base + off));
         return CUDA_SUCCESS;
@@ -202,7 +204,7 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
                            ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
                            : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
         return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: put<CUmemoryPool>(data, nullptr); return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: put<CUmemoryPool>(data, a.pool); return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: put<size_t>(data, a.size); return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: put<void*>(data, reinterpret_cast<void*>(visible_base)); return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: put<unsigned long long>(data, a.buffer_id); return CUDA_SUCCESS;
@@ -245,6 +247,9 @@ FAKE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
     State& st = fake::state();
     if (dptr == 0) return CUDA_SUCCESS;
     if (!fake::current_context(st)) return CUDA_ERROR_INVALID_CONTEXT;
+    // Stream-ordered allocations: no implicit synchronization (cuda.h says so).
+    if (auto it = st.allocs.find(static_cast<std::uintptr_t>(dptr)); it != st.allocs.end() && it->second.kind == Kind::Pool)
+        return fake::pool_free_now(st, it->first);
     return free_when_idle(st, static_cast<std::uintptr_t>(dptr), {Kind::Device, Kind::Managed}, CUDA_ERROR_INVALID_VALUE);
 }
 

@@ -143,6 +143,32 @@ const fake::ProcEntry kEntries[] = {
     {"cuMemRetainAllocationHandle", 11000, fn(&cuMemRetainAllocationHandle), nullptr},
 #endif
 
+    // stream-ordered allocation and memory pools
+#if FAKE_HAS(11020)
+    {"cuMemAllocAsync", 11020, fn(&cuMemAllocAsync), fn(&cuMemAllocAsync_ptsz)},
+    {"cuMemAllocFromPoolAsync", 11020, fn(&cuMemAllocFromPoolAsync), fn(&cuMemAllocFromPoolAsync_ptsz)},
+    {"cuMemFreeAsync", 11020, fn(&cuMemFreeAsync), fn(&cuMemFreeAsync_ptsz)},
+    {"cuMemPoolCreate", 11020, fn(&cuMemPoolCreate), nullptr},
+    {"cuMemPoolDestroy", 11020, fn(&cuMemPoolDestroy), nullptr},
+    {"cuMemPoolSetAttribute", 11020, fn(&cuMemPoolSetAttribute), nullptr},
+    {"cuMemPoolGetAttribute", 11020, fn(&cuMemPoolGetAttribute), nullptr},
+    {"cuMemPoolTrimTo", 11020, fn(&cuMemPoolTrimTo), nullptr},
+    {"cuMemPoolSetAccess", 11020, fn(&cuMemPoolSetAccess), nullptr},
+    {"cuMemPoolGetAccess", 11020, fn(&cuMemPoolGetAccess), nullptr},
+    {"cuDeviceGetDefaultMemPool", 11020, fn(&cuDeviceGetDefaultMemPool), nullptr},
+    {"cuDeviceGetMemPool", 11020, fn(&cuDeviceGetMemPool), nullptr},
+    {"cuDeviceSetMemPool", 11020, fn(&cuDeviceSetMemPool), nullptr},
+    {"cuMemPoolExportToShareableHandle", 11020, fn(&cuMemPoolExportToShareableHandle), nullptr},
+    {"cuMemPoolImportFromShareableHandle", 11020, fn(&cuMemPoolImportFromShareableHandle), nullptr},
+    {"cuMemPoolExportPointer", 11020, fn(&cuMemPoolExportPointer), nullptr},
+    {"cuMemPoolImportPointer", 11020, fn(&cuMemPoolImportPointer), nullptr},
+#endif
+#if FAKE_HAS(13000)
+    {"cuMemGetDefaultMemPool", 13000, fn(&cuMemGetDefaultMemPool), nullptr},
+    {"cuMemGetMemPool", 13000, fn(&cuMemGetMemPool), nullptr},
+    {"cuMemSetMemPool", 13000, fn(&cuMemSetMemPool), nullptr},
+#endif
+
     // inter-process handles
     {"cuIpcGetMemHandle", 4010, fn(&cuIpcGetMemHandle), nullptr},
     {"cuIpcOpenMemHandle", 4010, fn(&cuIpcOpenMemHandle), nullptr},

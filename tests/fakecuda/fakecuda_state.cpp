@@ -129,7 +129,13 @@ void default_attributes(Device& d, int ordinal) {
     set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, 1);
     set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, 100);
+    // IPC pools share memfds (fakecuda_pools.cpp): Linux only; elsewhere pools
+    // are not exportable.
+#if defined(__linux__)
     set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+#else
+    set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_NONE);
+#endif
     set(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 1);
     set(CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 1);
@@ -492,7 +498,11 @@ void release_reservation(void* reservation, std::size_t size) {
 }
 
 void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterator it) {
-    Allocation& a = it->second;
+    release_allocation(st, it->second);
+    st.allocs.erase(it);
+}
+
+void release_allocation(State& st, Allocation& a) {
     if (a.kind == Kind::Device) {
         auto& d = st.devices[static_cast<std::size_t>(a.device)];
         d.bytes_in_use -= (a.size <= d.bytes_in_use) ? a.size : d.bytes_in_use;
@@ -505,7 +515,9 @@ void destroy_allocation(State& st, std::map<std::uintptr_t, Allocation>::iterato
 #if !defined(_WIN32)
     if (a.shared_fd >= 0) ::close(a.shared_fd);
 #endif
-    st.allocs.erase(it);
+    a.mapping = nullptr;
+    a.alias_mapping = nullptr;
+    a.shared_fd = -1;
 }
 
 void destroy_context_resources(State& st, CUctx_st* ctx) {
@@ -518,6 +530,9 @@ void destroy_context_resources(State& st, CUctx_st* ctx) {
         if (it->second.ctx == ctx && it->second.kind != Kind::VmmMapped) destroy_allocation(st, it);
         it = next;
     }
+    // Pool blocks belong to no context and stay; frees pending on the
+    // context's dropped streams are done now.
+    pools_context_destroyed(st);
     for (auto it = st.streams.begin(); it != st.streams.end();) {
         if ((*it)->ctx == ctx) {
             delete *it;

@@ -99,7 +99,9 @@ void worker_main() {
 }
 
 std::shared_ptr<Queue> make_queue(State& st, CUctx_st* ctx, bool legacy, bool blocking) {
+    static std::uint64_t serials = 0;  // the lock is held
     auto queue = std::make_shared<Queue>();
+    queue->serial = ++serials;
     queue->ctx = ctx;
     queue->legacy = legacy;
     queue->blocking = blocking;

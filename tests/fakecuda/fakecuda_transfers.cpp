@@ -49,6 +49,7 @@ Side side_of(State& st, std::uintptr_t p) {
         case Kind::Host:
         case Kind::Registered: return Side::Pinned;
         case Kind::Managed: return Side::Managed;
+        case Kind::Pool: return fake::pool_on_host(a->pool) ? Side::Pinned : Side::Device;
         default: return Side::Device;
     }
 }
@@ -86,6 +87,11 @@ struct Operand {
     std::uintptr_t address = 0;
     bool tracked = false;  // host memory the driver knew at the call (pinned): it must still be there
     std::shared_ptr<std::vector<unsigned char>> staged;
+    // The device allocation (cuMemAlloc or pool block) the call found at the
+    // address: the work must find that one, not a later one at the same
+    // address (a pool reuses addresses at once), and may still use it after
+    // a cuMemFreeAsync until the free's position in its stream has run.
+    unsigned long long block = 0;
 };
 
 // With unified addressing the driver infers the kind from the address.
@@ -102,6 +108,8 @@ CUresult unified_operand(State& st, std::uintptr_t addr, std::size_t n, void** o
         if (vmm < 0) return CUDA_ERROR_INVALID_VALUE;
     } else if (Allocation* a = fake::find_allocation(st, addr, 0)) {
         if (n > a->size - (addr - a->base)) return CUDA_ERROR_INVALID_VALUE;
+    } else if (fake::pool_address(st, addr)) {
+        return CUDA_ERROR_INVALID_VALUE;  // a pool's memory outside any live block (freed)
     } else if (addr == 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -111,6 +119,8 @@ CUresult unified_operand(State& st, std::uintptr_t addr, std::size_t n, void** o
 
 // Where the operand's n bytes are now; nullptr when they are not there any more.
 void* locate(State& st, const Operand& op, std::size_t n) {
+    if (op.block != 0 && (op.how == Operand::How::Device || op.how == Operand::How::Unified))
+        return fake::block_bytes(st, op.address, n, op.block);
     switch (op.how) {
         case Operand::How::Device: return fake::resolve_device(st, op.address, n);
         case Operand::How::Unified: {
@@ -128,7 +138,10 @@ void* locate(State& st, const Operand& op, std::size_t n) {
     return nullptr;
 }
 
-Operand device_operand(CUdeviceptr p) { return {Operand::How::Device, static_cast<std::uintptr_t>(p), true, {}}; }
+Operand device_operand(State& st, CUdeviceptr p) {
+    const auto address = static_cast<std::uintptr_t>(p);
+    return {Operand::How::Device, address, true, {}, fake::device_block_id(st, address)};
+}
 
 // Pinned when all n bytes lie in one pinned allocation, else pageable.
 Operand host_operand(State& st, const void* p, std::size_t n) {
@@ -138,7 +151,7 @@ Operand host_operand(State& st, const void* p, std::size_t n) {
 
 Operand unified(State& st, CUdeviceptr p) {
     const auto address = static_cast<std::uintptr_t>(p);
-    return {Operand::How::Unified, address, side_of(st, address) != Side::Pageable, {}};
+    return {Operand::How::Unified, address, side_of(st, address) != Side::Pageable, {}, fake::device_block_id(st, address)};
 }
 
 // The queue of a call: its stream, or the default stream of a no-stream call.
@@ -201,7 +214,7 @@ CUresult memcpy_htod(CUdeviceptr dst, const void* src, std::size_t n, CUstream s
     std::shared_ptr<fake::Queue> queue;
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
     if (n == 0) return CUDA_SUCCESS;
-    const Operand to = device_operand(dst);
+    const Operand to = device_operand(st, dst);
     if (!src || check_present(st, to, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
     const Operand from = host_operand(st, src, n);
     const Side to_side = side_of(st, to.address);
@@ -214,7 +227,7 @@ CUresult memcpy_dtoh(void* dst, CUdeviceptr src, std::size_t n, CUstream stream,
     std::shared_ptr<fake::Queue> queue;
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
     if (n == 0) return CUDA_SUCCESS;
-    const Operand from = device_operand(src);
+    const Operand from = device_operand(st, src);
     if (!dst || check_present(st, from, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
     const Operand to = host_operand(st, dst, n);
     const Side to_side = to.tracked ? Side::Pinned : Side::Pageable;
@@ -228,8 +241,8 @@ CUresult memcpy_dtod(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream s
     std::shared_ptr<fake::Queue> queue;
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
     if (n == 0) return CUDA_SUCCESS;
-    const Operand to = device_operand(dst);
-    const Operand from = device_operand(src);
+    const Operand to = device_operand(st, dst);
+    const Operand from = device_operand(st, src);
     if (check_present(st, to, n) != CUDA_SUCCESS || check_present(st, from, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     const Side to_side = side_of(st, to.address);
@@ -247,7 +260,7 @@ CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, st
     if (count == 0) return CUDA_SUCCESS;
     if (count > (~std::size_t{0}) / width) return CUDA_ERROR_INVALID_VALUE;
     const std::size_t n = count * width;
-    const Operand to = device_operand(dst);
+    const Operand to = device_operand(st, dst);
     if (check_present(st, to, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
     const Returns returns = has_stream ? Returns::AtOnce : no_stream_set(side_of(st, to.address));
     return submit(
