@@ -109,6 +109,8 @@ ROWS = [
      feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("posix_fd_handles")))),
     ("fabric handles (also need an IMEX channel)",
      feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("fabric_handles")))),
+    ("memory pools (`MemoryPool`), `StreamOrderedBuffer`",
+     feature(lambda d: yes_if(d.has("cuMemPoolCreate", 11020) and d.cap("memory_pools")))),
     ("legacy IPC memory (`OpenedMem`), IPC events",
      feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
 ]
