@@ -11,17 +11,12 @@ Result<void> OwnedMemory::require(const char* operation, const char* owner) cons
     return Error::invalid_argument(std::string(operation) + ": the " + owner + " is empty (moved from or freed)");
 }
 
-Result<std::size_t> byte_size(std::size_t count, std::size_t element_size, const char* what) {
-    if (element_size != 0 && count > std::numeric_limits<std::size_t>::max() / element_size)
-        return Error::invalid_argument(std::string(what) + " " + std::to_string(count) + " times " +
-                                       std::to_string(element_size) + "-byte elements overflows size_t");
-    return count * element_size;
+Error size_overflow_error(std::size_t count, std::size_t element_size, const char* what) {
+    return Error::invalid_argument(std::string(what) + " " + std::to_string(count) + " times " +
+                                   std::to_string(element_size) + "-byte elements overflows size_t");
 }
 
-Result<std::size_t> checked_bytes(std::size_t count, std::size_t element_size, const char* what) {
-    if (count == 0) return Error::invalid_argument(std::string(what) + " must be non-zero");
-    return byte_size(count, element_size, what);
-}
+Error zero_count_error(const char* what) { return Error::invalid_argument(std::string(what) + " must be non-zero"); }
 
 Result<void> check_address_range(std::uint64_t address, std::size_t bytes, const char* what) {
     if (bytes == 0 || bytes - 1 <= std::numeric_limits<std::uint64_t>::max() - address) return ok();

@@ -83,9 +83,35 @@ private:
 //
 // count * element_size: InvalidArgument naming `what` when the product
 // overflows size_t (a count of 0 is 0 bytes).
-Result<std::size_t> byte_size(std::size_t count, std::size_t element_size, const char* what);
+inline Result<std::size_t> byte_size(std::size_t count, std::size_t element_size, const char* what);
 // The same, and InvalidArgument when count is zero.
-Result<std::size_t> checked_bytes(std::size_t count, std::size_t element_size, const char* what);
+inline Result<std::size_t> checked_bytes(std::size_t count, std::size_t element_size, const char* what);
+
+// The refusals of the two above, out of line: the checks run inline on every
+// allocation (a multiply with an overflow flag), the messages only on failure.
+Error size_overflow_error(std::size_t count, std::size_t element_size, const char* what);
+Error zero_count_error(const char* what);
+
+inline bool multiply_overflows(std::size_t count, std::size_t element_size, std::size_t* bytes) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_mul_overflow(count, element_size, bytes);
+#else
+    if (element_size != 0 && count > static_cast<std::size_t>(-1) / element_size) return true;
+    *bytes = count * element_size;
+    return false;
+#endif
+}
+
+inline Result<std::size_t> byte_size(std::size_t count, std::size_t element_size, const char* what) {
+    std::size_t bytes = 0;
+    if (multiply_overflows(count, element_size, &bytes)) return size_overflow_error(count, element_size, what);
+    return bytes;
+}
+
+inline Result<std::size_t> checked_bytes(std::size_t count, std::size_t element_size, const char* what) {
+    if (count == 0) return zero_count_error(what);
+    return byte_size(count, element_size, what);
+}
 // [address, address + bytes) inside the address space: InvalidArgument naming
 // `what` when it runs past the end (wraps around). bytes 0 is fine anywhere.
 Result<void> check_address_range(std::uint64_t address, std::size_t bytes, const char* what);
