@@ -108,16 +108,38 @@ FAKECUDA_PROBE_API void fakecuda_record_calls(int on);
  * name[0..size) (NUL-terminated). Returns 0, or -1 when i is out of range. */
 FAKECUDA_PROBE_API int fakecuda_recorded_call_count(void);
 FAKECUDA_PROBE_API int fakecuda_recorded_call(int i, char* name, int size);
-/* Live device + pinned host + managed + registered allocations, plus VMM
- * objects, opened IPC memory (cuIpcOpenMemHandle) and opened IPC events. */
+/* Live device + pinned host + managed + registered allocations, memory-pool
+ * blocks (cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemPoolImportPointer;
+ * gone from the count at cuMemFreeAsync), plus VMM objects, opened IPC
+ * memory (cuIpcOpenMemHandle) and opened IPC events. */
 FAKECUDA_PROBE_API long fakecuda_live_allocations(void);
 /* Live streams / events created by cuStreamCreate / cuEventCreate. */
 FAKECUDA_PROBE_API long fakecuda_live_streams(void);
 FAKECUDA_PROBE_API long fakecuda_live_events(void);
-/* Bytes of cuMemAlloc memory live on a device (what cuMemGetInfo subtracts). */
+/* Bytes of cuMemAlloc memory, VMM physical memory and memory-pool reservations
+ * live on a device (what cuMemGetInfo subtracts). */
 FAKECUDA_PROBE_API unsigned long long fakecuda_device_bytes_in_use(int device);
 /* Retain count of a device's primary context; -1 for a bad device. */
 FAKECUDA_PROBE_API int fakecuda_primary_ctx_refcount(int device);
+
+/* --- memory pools -----------------------------------------------------------
+ * Pools created by cuMemPoolCreate or cuMemPoolImportFromShareableHandle and
+ * not yet destroyed (the devices' default pools are not counted). */
+FAKECUDA_PROBE_API long fakecuda_live_pools(void);
+/* Pools cuMemPoolDestroy was called on whose resources still wait for
+ * outstanding blocks or pending stream-ordered frees. */
+FAKECUDA_PROBE_API long fakecuda_pending_pool_destroys(void);
+/* Live pool blocks: allocated (or imported) and not yet freed at the API. */
+FAKECUDA_PROBE_API long fakecuda_live_pool_blocks(void);
+/* Bytes a pool (a CUmemoryPool) holds reserved (RESERVED_MEM_CURRENT);
+ * NULL: every pool of the process, default and destroyed-but-pending ones
+ * included. 0 for a handle that is no pool (any more). */
+FAKECUDA_PROBE_API unsigned long long fakecuda_pool_reserved_bytes(void* pool);
+/* A pool's free pieces (reusable or not yet), by address: writes up to
+ * `capacity` start addresses / sizes (either may be NULL) and returns how many
+ * there are; -1 for a handle that is no pool (any more). */
+FAKECUDA_PROBE_API int fakecuda_pool_free_ranges(void* pool, unsigned long long* addresses,
+                                                 unsigned long long* sizes, int capacity);
 
 /* --- fault injection -------------------------------------------------------
  * spec: comma-separated rules  NAME[:N[:CODE]]
@@ -195,6 +217,12 @@ typedef long (*PFN_fakecuda_live_streams)(void);
 typedef long (*PFN_fakecuda_live_events)(void);
 typedef unsigned long long (*PFN_fakecuda_device_bytes_in_use)(int device);
 typedef int (*PFN_fakecuda_primary_ctx_refcount)(int device);
+typedef long (*PFN_fakecuda_live_pools)(void);
+typedef long (*PFN_fakecuda_pending_pool_destroys)(void);
+typedef long (*PFN_fakecuda_live_pool_blocks)(void);
+typedef unsigned long long (*PFN_fakecuda_pool_reserved_bytes)(void* pool);
+typedef int (*PFN_fakecuda_pool_free_ranges)(void* pool, unsigned long long* addresses,
+                                             unsigned long long* sizes, int capacity);
 typedef void (*PFN_fakecuda_set_fail)(const char* spec);
 typedef void (*PFN_fakecuda_set_attribute)(int device, int attribute, int value);
 typedef void (*PFN_fakecuda_set_peer_access)(int a, int b, int can);
