@@ -6,6 +6,7 @@
 
 #include "device_facts.hpp"
 #include "entry_check.hpp"
+#include "process_identity.hpp"
 
 #include <cstdio>
 #include <string>
@@ -150,7 +151,7 @@ Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
     const CUmemPoolProps props = properties.to_cu();
     CUmemoryPool pool = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props));
-    return MemoryPool(pool, true, where);
+    return MemoryPool(pool, true, where, properties.handle_types());
 }
 
 Result<MemoryPool> MemoryPool::default_for(const Device& device) {
@@ -198,6 +199,14 @@ Result<void> MemoryPool::set_managed_current_for(Location location) const {
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemSetMemPool_v13000));
     CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::set_managed_current_for"));
     return call_driver(&DriverTable::cuMemSetMemPool_v13000, &where, CU_MEM_ALLOCATION_TYPE_MANAGED, handle());
+}
+
+bool PoolOrigin::is_this_process() const noexcept { return detail::is_this_process(exporter_pid, exporter_token); }
+
+PoolOrigin MemoryPool::origin() const noexcept {
+    if (imported()) return owner_.get().origin;
+    const detail::ProcessIdentity self = detail::this_process();
+    return PoolOrigin{self.pid, self.token, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(handle()))};
 }
 
 Result<void> MemoryPool::Traits::release(State& state) {

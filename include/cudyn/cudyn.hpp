@@ -32,6 +32,7 @@
 #include "cudyn/owned_memory.hpp"
 #include "cudyn/physical_memory.hpp"
 #include "cudyn/pinned_buffer.hpp"
+#include "cudyn/pool_sharing.hpp"
 #include "cudyn/posix_fd_transfer.hpp"
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/primary_context.hpp"

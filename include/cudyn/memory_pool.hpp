@@ -33,6 +33,7 @@
 namespace cudyn {
 
 class Device;
+struct ExportedPool;  // pool_sharing.hpp
 
 // What cuMemPoolCreate is given (CUmemPoolProps). A value type, built like
 // AllocationProperties: each with_* returns a modified copy.
@@ -66,6 +67,21 @@ private:
     Location location_;
     HandleType handle_types_ = HandleType::None;
     std::size_t max_size_bytes_ = 0;
+};
+
+// Which pool a shared pool or pointer comes from: the process that created
+// it (pid and its random token, so that two processes with one pid in
+// different namespaces differ) and the pool's handle there.
+struct PoolOrigin {
+    std::uint64_t exporter_pid = 0;
+    std::uint64_t exporter_token = 0;
+    std::uint64_t pool_id = 0;
+    friend bool operator==(const PoolOrigin& a, const PoolOrigin& b) noexcept {
+        return a.exporter_pid == b.exporter_pid && a.exporter_token == b.exporter_token && a.pool_id == b.pool_id;
+    }
+    friend bool operator!=(const PoolOrigin& a, const PoolOrigin& b) noexcept { return !(a == b); }
+    // True in the process that created the pool.
+    bool is_this_process() const noexcept;
 };
 
 // The pool's reuse policies (CU_MEMPOOL_ATTR_REUSE_*), all on by default.
@@ -134,6 +150,14 @@ public:
     bool owned() const noexcept { return owner_.get().owned; }
     // Where the pool's memory lives (its device, for a device pool).
     const Location& location() const noexcept { return owner_.get().location; }
+    // The handle types it was created with (None for default pools, whose
+    // types cudyn does not know).
+    HandleType handle_types() const noexcept { return owner_.get().handle_types; }
+    // True for a pool imported from another process (pool_sharing.hpp).
+    bool imported() const noexcept { return owner_.get().imported; }
+    // The pool's identity across processes: this process and the handle for
+    // a pool made here, the exporter's for an imported one.
+    PoolOrigin origin() const noexcept;
 
     // Freed memory the pool keeps rather than returning to the device at the
     // next synchronization (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); 0 by default.
@@ -160,17 +184,22 @@ public:
     Result<AccessFlags> access(Location location) const;
 
 private:
+    friend Result<MemoryPool> import_pool(ExportedPool exported);
     struct Traits {
         struct State {
             CUmemoryPool pool = nullptr;
             bool owned = false;  // false: a device's default or current pool, nothing to destroy
             Location location = Location::device(0);
+            bool imported = false;
+            PoolOrigin origin;  // imported pools only
+            HandleType handle_types = HandleType::None;  // what the pool can be exported as
         };
         static bool empty(const State& state) noexcept { return !state.owned; }
         static Result<void> release(State& state);  // cuMemPoolDestroy
     };
-    MemoryPool(CUmemoryPool pool, bool owned, Location location) noexcept
-        : owner_(Traits::State{pool, owned, location}) {}
+    MemoryPool(CUmemoryPool pool, bool owned, Location location, HandleType types = HandleType::None) noexcept
+        : owner_(Traits::State{pool, owned, location, false, {}, types}) {}
+    explicit MemoryPool(Traits::State state) noexcept : owner_(std::move(state)) {}
     Result<void> require_pool(const char* operation) const;
     detail::UniqueHandle<Traits> owner_;
 };

@@ -11,6 +11,7 @@
 
 #include "cudyn/fd_channel.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/pool_sharing.hpp"
 #include "cudyn/shareable_memory.hpp"
 
 #include <chrono>
@@ -29,5 +30,12 @@ Result<void> send_posix_fd(FdChannel& channel, const ExportedFd& exported,
 // The other side: InvalidArgument for a message with another tag, metadata
 // that fails its checks, or no descriptor (nothing stays open on failure).
 Result<ExportedFd> receive_posix_fd(FdChannel& channel, std::chrono::milliseconds timeout = kDefaultChannelTimeout);
+
+// A memory pool's descriptor (pool_sharing.hpp) the same way, its
+// PoolShareInfo as the payload, under its own tag.
+inline constexpr std::uint32_t kPoolMessageTag = 0x4355504C;  // "CUPL"
+Result<void> send_pool(FdChannel& channel, const ExportedPool& exported,
+                       std::chrono::milliseconds timeout = kDefaultChannelTimeout);
+Result<ExportedPool> receive_pool(FdChannel& channel, std::chrono::milliseconds timeout = kDefaultChannelTimeout);
 
 }  // namespace cudyn

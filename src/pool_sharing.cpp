@@ -1,0 +1,222 @@
+// cudyn — sharing pools and pool pointers between processes: the two wire
+// records, export and import of a pool's POSIX descriptor, export and import
+// of pointers, and the importer's owner of an imported pointer.
+#include "cudyn/pool_sharing.hpp"
+#include "cudyn/driver_call.hpp"
+
+#include "entry_check.hpp"
+#include "process_identity.hpp"
+#include "wire_format.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace {
+
+constexpr const char* kPoolInfo = "PoolShareInfo";
+constexpr const char* kPointer = "PoolPointerDescriptor";
+
+Result<void> validate_origin(const PoolOrigin& origin, const std::string& what) {
+    if (origin.exporter_pid == 0) return Error::invalid_argument(what + ": exporter process id is 0");
+    if (origin.exporter_token == 0) return Error::invalid_argument(what + ": exporter token is 0");
+    if (origin.pool_id == 0) return Error::invalid_argument(what + ": pool id is 0");
+    return ok();
+}
+
+}  // namespace
+
+namespace detail {
+
+template <>
+struct WireLayout<PoolShareInfo> {
+    static constexpr char kMagic[9] = "CUDYNPLS";
+    static constexpr const char* kName = kPoolInfo;
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& info) {
+        wire.u64(info.origin.exporter_pid);
+        wire.u64(info.origin.exporter_token);
+        wire.u64(info.origin.pool_id);
+        wire.u32(info.device);
+        wire.reserved(4);
+    }
+};
+
+template <>
+struct WireLayout<PoolPointerDescriptor> {
+    static constexpr char kMagic[9] = "CUDYNPPT";
+    static constexpr const char* kName = kPointer;
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& descriptor) {
+        wire.u64(descriptor.origin_.exporter_pid);
+        wire.u64(descriptor.origin_.exporter_token);
+        wire.u64(descriptor.origin_.pool_id);
+        wire.u64(descriptor.allocation_size_);
+        wire.u64(descriptor.offset_);
+        wire.u64(descriptor.size_);
+        wire.handle(descriptor.handle_);
+    }
+};
+
+}  // namespace detail
+
+// ---- PoolShareInfo ------------------------------------------------------------------------
+
+Result<void> PoolShareInfo::validate() const {
+    CUDYN_TRY(validate_origin(origin, kPoolInfo));
+    if (device < 0) return Error::invalid_argument(std::string(kPoolInfo) + ": device " + std::to_string(device));
+    return ok();
+}
+
+PoolShareInfo::Bytes PoolShareInfo::to_bytes() const noexcept { return detail::write_record(*this); }
+
+Result<PoolShareInfo> PoolShareInfo::from_bytes(const void* data, std::size_t size) {
+    PoolShareInfo info;
+    CUDYN_TRY(detail::read_record(data, size, info));
+    CUDYN_TRY(info.validate());
+    return info;
+}
+
+// ---- the pool -----------------------------------------------------------------------------
+
+Result<ExportedPool> export_pool(const MemoryPool& pool) {
+    constexpr const char* kOperation = "export_pool";
+    if (pool.empty()) return Error::invalid_argument(std::string(kOperation) + ": the pool is empty");
+    if (pool.imported())
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pool was imported from another process; share the exporter's");
+    if (!includes(pool.handle_types(), HandleType::PosixFileDescriptor))
+        return Error::invalid_argument(std::string(kOperation) + ": the pool (" + pool.location().describe() +
+                                       ", handles " + to_string(pool.handle_types()) +
+                                       ") was created without the posix_fd handle type; request it at creation "
+                                       "(PoolProperties::with_handle_types)");
+#if defined(_WIN32)
+    return Error::not_supported("cuMemPoolExportToShareableHandle", "export_pool: POSIX descriptors on Windows");
+#else
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolExportToShareableHandle_v11020));
+    int fd = -1;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020, static_cast<void*>(&fd),
+                          pool.handle(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
+    PoolShareInfo info;
+    info.origin = pool.origin();
+    info.device = pool.location().kind() == LocationKind::Device ? pool.location().id() : 0;
+    return ExportedPool{FileDescriptor(fd), info};
+#endif
+}
+
+Result<MemoryPool> import_pool(ExportedPool exported) {
+    // `exported` is this function's own: its descriptor closes when it returns.
+    constexpr const char* kOperation = "import_pool";
+    CUDYN_TRY(exported.info.validate());
+    if (!exported.fd) return Error::invalid_argument(std::string(kOperation) + ": the descriptor is empty");
+    if (exported.info.origin.is_this_process())
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pool was exported by this process (use the MemoryPool itself)");
+#if defined(_WIN32)
+    return Error::not_supported("cuMemPoolImportFromShareableHandle", "import_pool: POSIX descriptors on Windows");
+#else
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolImportFromShareableHandle_v11020));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolImportFromShareableHandle_v11020, &pool,
+                          reinterpret_cast<void*>(static_cast<std::intptr_t>(exported.fd.get())),
+                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
+    MemoryPool::Traits::State state;
+    state.pool = pool;
+    state.owned = true;
+    state.location = Location::device(exported.info.device);
+    state.imported = true;
+    state.origin = exported.info.origin;
+    state.handle_types = HandleType::PosixFileDescriptor;
+    return MemoryPool(std::move(state));
+#endif
+}
+
+// ---- pointers -----------------------------------------------------------------------------
+
+PoolPointerDescriptor::Bytes PoolPointerDescriptor::to_bytes() const noexcept { return detail::write_record(*this); }
+
+Result<PoolPointerDescriptor> PoolPointerDescriptor::from_bytes(const void* data, std::size_t size) {
+    PoolPointerDescriptor descriptor;
+    CUDYN_TRY(detail::read_record(data, size, descriptor));
+    const std::string what(kPointer);
+    CUDYN_TRY(validate_origin(descriptor.origin_, what));
+    if (descriptor.size_ == 0) return Error::invalid_argument(what + ": shared size is 0");
+    if (descriptor.offset_ > descriptor.allocation_size_ || descriptor.size_ > descriptor.allocation_size_ - descriptor.offset_)
+        return Error::invalid_argument(what + ": offset " + std::to_string(descriptor.offset_) + " + size " +
+                                       std::to_string(descriptor.size_) + " runs past the allocation of " +
+                                       std::to_string(descriptor.allocation_size_) + " bytes");
+    return descriptor;
+}
+
+Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, CUdeviceptr address, std::size_t bytes) {
+    constexpr const char* kOperation = "export_pool_pointer";
+    if (pool.empty()) return Error::invalid_argument(std::string(kOperation) + ": the pool is empty");
+    if (pool.imported())
+        return Error::invalid_argument(std::string(kOperation) + ": the pool was imported; only its exporter shares "
+                                                                 "pointers from it");
+    if (!includes(pool.handle_types(), HandleType::PosixFileDescriptor))
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pool was created without a shareable handle type");
+    if (address == 0 || bytes == 0)
+        return Error::invalid_argument(std::string(kOperation) + ": a null address or a size of 0");
+    CUDYN_TRY(detail::check_address_range(address, bytes, kOperation));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolExportPointer_v11020));
+    CUdeviceptr base = 0;
+    std::size_t allocation = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAddressRange_v3020, &base, &allocation, address));
+    const std::uint64_t offset = address - base;
+    if (offset > allocation || bytes > allocation - offset)
+        return Error::invalid_argument(std::string(kOperation) + ": " + std::to_string(bytes) + " bytes at offset " +
+                                       std::to_string(offset) + " run past the allocation of " +
+                                       std::to_string(allocation));
+    CUmemoryPool owner = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&owner),
+                          CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, base));
+    if (owner != pool.handle())
+        return Error::invalid_argument(std::string(kOperation) + ": the memory was not allocated from this pool");
+    PoolPointerDescriptor descriptor;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolExportPointer_v11020, descriptor.handle_.driver_output(), base));
+    descriptor.origin_ = pool.origin();
+    descriptor.allocation_size_ = allocation;
+    descriptor.offset_ = offset;
+    descriptor.size_ = bytes;
+    return descriptor;
+}
+
+Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool, const PoolPointerDescriptor& descriptor) {
+    constexpr const char* kOperation = "import_pool_pointer";
+    if (pool.empty()) return Error::invalid_argument(std::string(kOperation) + ": the pool is empty");
+    if (descriptor.origin().is_this_process())
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pointer was exported by this process (use the memory directly)");
+    if (!pool.imported())
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pool was not imported from another process (import_pool first)");
+    if (pool.origin() != descriptor.origin())
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pointer comes from another pool than the one given (pool " +
+                                       std::to_string(descriptor.origin().pool_id) + " of process " +
+                                       std::to_string(descriptor.origin().exporter_pid) + ")");
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolImportPointer_v11020));
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
+    CUmemPoolPtrExportData data = descriptor.handle().to_cu();
+    CUdeviceptr base = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolImportPointer_v11020, &base, pool.handle(), &data));
+    return ImportedPoolMemory(ImportedPoolMemory::Traits::State{
+        base, static_cast<std::size_t>(descriptor.offset_bytes()), static_cast<std::size_t>(descriptor.size_bytes()),
+        std::move(context)});
+}
+
+Result<void> ImportedPoolMemory::Traits::release(State& state) {
+    // cuMemFree does not wait for work on pool memory (cuda.h says so): the
+    // context's work is waited for first, as closing a legacy IPC handle
+    // does, so that no kernel still reads the import when it goes.
+    return state.context.release_into([&state]() -> Result<void> {
+        CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
+        return call_driver(&DriverTable::cuMemFree_v3020, state.base);
+    });
+}
+
+}  // namespace cudyn

@@ -1,0 +1,181 @@
+// Pool sharing between processes ([pool-ipc], emulated and cuda11 fakes): a
+// shareable pool passed as a POSIX descriptor over the channel, a pointer
+// from it as a descriptor, the child importing both, reading the exporter's
+// bytes after waiting on an interprocess event and writing its reply; the
+// refusals made before the driver (malformed records, own-process imports,
+// a pointer from another pool).
+#include "../support/catch.hpp"
+#include "../support/fake_driver.hpp"
+#include "../support/fake_memory_helpers.hpp"
+#include "../support/ipc_helpers.hpp"
+#include "../support/vmm_helpers.hpp"
+
+#include "cudyn/ipc_event.hpp"
+#include "cudyn/memory_pool.hpp"
+#include "cudyn/pool_sharing.hpp"
+#include "cudyn/posix_fd_transfer.hpp"
+#include "cudyn/stream.hpp"
+#include "cudyn/stream_ordered_buffer.hpp"
+
+#include <fcntl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using cudyn::ErrorCode;
+using cudyn::HandleType;
+using cudyn::MemoryPool;
+using cudyn::PoolPointerDescriptor;
+using cudyn::PoolProperties;
+using cudyn::StreamOrderedBuffer;
+using cudyn_test::ChildChecks;
+using namespace cudyn_test;  // activate, take, require_ok, require_error
+using namespace cudyn_test::ipc;
+
+namespace {
+
+constexpr std::size_t kWords = 1 << 18;  // 1 MiB
+constexpr std::uint32_t kFirst = 0x900D0001u;
+constexpr std::uint32_t kReply = 0x900D0002u;
+
+PoolProperties shareable() { return PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor); }
+
+// Imports the pool and the pointer, waits for the exporter's event, checks
+// the first half, writes the reply into the second, frees the import.
+int pool_consumer_role(int, char**) {
+    return run_role("pool-consumer", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto pool = cudyn::receive_pool(channel, kStep).and_then(cudyn::import_pool);
+        if (!ok(check, pool, "receive_pool + import_pool")) return;
+        check.expect(pool->imported() && pool->owned(), "the imported pool is owned and knows it was imported");
+        auto descriptor = receive_descriptor<PoolPointerDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, descriptor, "pointer descriptor")) return;
+        auto event_descriptor = receive_descriptor<cudyn::IpcEventDescriptor>(channel, kEventDescriptor);
+        if (!ok(check, event_descriptor, "event descriptor")) return;
+        auto event = cudyn::open_ipc_event(*event_descriptor);
+        if (!ok(check, event, "open_ipc_event")) return;
+        {
+            auto memory = cudyn::import_pool_pointer(*pool, *descriptor);
+            if (!ok(check, memory, "import_pool_pointer")) return;
+            check.expect(memory->size_bytes() == kWords * 4, "the shared size came along");
+            ok(check, event->synchronize(), "wait for the exporter's fill");
+            check.expect(same_words(memory->device_address(), kWords * 2, kFirst), "the exporter's bytes");
+            ok(check, set_words(memory->device_address() + kWords * 2, kWords * 2, kReply), "write the reply");
+            // A second import of the same pointer into a pool that is not the
+            // exporter's: refused before the driver.
+            auto local = MemoryPool::create(PoolProperties::device(0));
+            if (ok(check, local, "a local pool")) {
+                auto wrong = cudyn::import_pool_pointer(*local, *descriptor);
+                check.expect(!wrong && wrong.error().code == ErrorCode::InvalidArgument,
+                             "a pool that was not imported is refused");
+            }
+            ok(check, memory->free(), "free the import");
+        }
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole pool_consumer("pool-consumer", pool_consumer_role);
+
+}  // namespace
+
+TEST_CASE("a pool and a pointer from it shared with another process, ordered by an interprocess event",
+          "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    const long descriptors = open_descriptors();
+    {
+        auto pool = take(MemoryPool::create(shareable()));
+        auto stream = take(cudyn::Stream::create());
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        auto event = take(cudyn::InterprocessEvent::create());
+        {
+            ScopedStreamDelay slow(20000);
+            require_ok(buffer.fill(kFirst, stream));  // still pending when the child opens the memory
+            require_ok(event.record(stream));
+        }
+        auto exported = take(cudyn::export_pool(pool));
+        CHECK(exported.info.origin == pool.origin());
+        auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
+        CHECK(descriptor.size_bytes() == kWords * 4);
+        CHECK(descriptor.offset_bytes() == 0);
+
+        ParentSide side = start_child("pool-consumer");
+        require_ok(cudyn::send_pool(side.channel, exported, kStep));
+        require_ok(exported.fd.close());
+        require_ok(send_bytes(side.channel, kMemDescriptor, descriptor.to_bytes()));
+        require_ok(send_bytes(side.channel, kEventDescriptor, take(cudyn::export_ipc_event(event)).to_bytes()));
+        (void)take(side.channel.receive(kDone, kStep));
+        CHECK(side.child.wait(kChildTimeout) == 0);
+        std::vector<std::uint32_t> back(kWords);
+        require_ok(buffer.copy_to(back));
+        CHECK(std::vector<std::uint32_t>(back.begin(), back.begin() + kWords / 2) ==
+              std::vector<std::uint32_t>(kWords / 2, kFirst));
+        CHECK(std::vector<std::uint32_t>(back.begin() + kWords / 2, back.end()) ==
+              std::vector<std::uint32_t>(kWords / 2, kReply));
+        require_ok(buffer.free());
+        require_ok(stream.synchronize());
+    }
+    CHECK(before.live_delta() == 0);
+    CHECK(open_descriptors() == descriptors);
+}
+
+TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    auto plain = take(MemoryPool::create(PoolProperties::device(0)));
+    auto pool = take(MemoryPool::create(shareable()));
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    auto other = take(StreamOrderedBuffer<std::uint32_t>::allocate(plain, 1024, stream));
+    DriverSnapshot untouched({"cuMemPoolExportToShareableHandle", "cuMemPoolImportFromShareableHandle",
+                              "cuMemPoolExportPointer", "cuMemPoolImportPointer"});
+
+    require_error(cudyn::export_pool(plain), ErrorCode::InvalidArgument, "without the posix_fd handle type");
+    require_error(cudyn::export_pool(MemoryPool()), ErrorCode::InvalidArgument, "the pool is empty");
+    require_error(cudyn::export_pool_pointer(plain, other), ErrorCode::InvalidArgument, "without a shareable handle type");
+    require_error(cudyn::export_pool_pointer(pool, buffer.device_address(), 0), ErrorCode::InvalidArgument, "size of 0");
+    require_error(cudyn::export_pool_pointer(pool, buffer.device_address(), 4097 * 4), ErrorCode::InvalidArgument,
+                  "run past the allocation");
+    untouched.require_untouched();
+    // Memory of another pool: found by its attribute, refused before the export.
+    require_error(cudyn::export_pool_pointer(pool, other.device_address(), 1024 * 4), ErrorCode::InvalidArgument,
+                  "not allocated from this pool");
+    CHECK(untouched.calls_since("cuMemPoolExportPointer") == 0);
+
+    // What this process exported, it does not import.
+    auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
+    auto exported = take(cudyn::export_pool(pool));
+    require_error(cudyn::import_pool(std::move(exported)), ErrorCode::InvalidArgument, "exported by this process");
+    require_error(cudyn::import_pool_pointer(pool, descriptor), ErrorCode::InvalidArgument, "exported by this process");
+    CHECK(untouched.calls_since("cuMemPoolImportFromShareableHandle") == 0);
+    CHECK(untouched.calls_since("cuMemPoolImportPointer") == 0);
+
+    // Malformed records.
+    auto bytes = descriptor.to_bytes();
+    bytes[0] ^= 1;
+    require_error(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size()), ErrorCode::InvalidArgument, "magic");
+    bytes = descriptor.to_bytes();
+    require_error(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size() - 1), ErrorCode::InvalidArgument,
+                  "length");
+    bytes[16 + 24 + 8] = 0xFF;  // the offset's low byte: past the allocation
+    bytes[16 + 24 + 8 + 7] = 0x7F;
+    require_error(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size()), ErrorCode::InvalidArgument,
+                  "runs past the allocation");
+    auto info = cudyn::PoolShareInfo{};
+    require_error(cudyn::PoolShareInfo::from_bytes(info.to_bytes().data(), info.to_bytes().size()),
+                  ErrorCode::InvalidArgument, "exporter process id is 0");
+    require_ok(buffer.free());
+    require_ok(other.free());
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("a driver without pool entries: sharing says which entry is missing", "[legacy][pool-ipc]") {
+    auto context = activate(0);
+    // A descriptor as another process would send it (any open fd stands in).
+    cudyn::ExportedPool received;
+    received.fd = cudyn::FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    REQUIRE(received.fd.valid());
+    received.info.origin = cudyn::PoolOrigin{1, 2, 3};
+    require_error(cudyn::import_pool(std::move(received)), ErrorCode::NotSupported,
+                  "cuMemPoolImportFromShareableHandle");
+    require_error(cudyn::export_pool(MemoryPool()), ErrorCode::InvalidArgument, "the pool is empty");
+}
