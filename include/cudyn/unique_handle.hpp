@@ -1,6 +1,7 @@
 // cudyn — UniqueHandle<Traits>: the one move-only owner behind every class
 // that holds something the driver (or the system) must be given back: device
-// memory, streams, events, opened IPC handles, context retains.
+// memory, streams, events, opened IPC handles, context retains, VMM mappings
+// and growable buffers, file descriptors and listening sockets.
 //
 // Each owner used to spell out the same four members (move constructor, move
 // assignment, destructor, a release that may be retried); they differ only in
