@@ -42,7 +42,6 @@ Result<void> FdChannel::send(std::uint32_t, const void*, std::size_t, int, std::
 Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds) { return unsupported("FdChannel::receive"); }
 Result<FdListener> FdListener::listen(const std::string&) { return unsupported("FdListener::listen"); }
 Result<FdChannel> FdListener::accept(std::chrono::milliseconds) { return unsupported("FdListener::accept"); }
-void FdListener::unlink_path() noexcept {}
 
 #else  // POSIX
 
@@ -434,12 +433,6 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
     return message;
 }
 
-
-void FdListener::unlink_path() noexcept {
-    if (unlink_ && !path_.empty()) (void)::unlink(path_.c_str());
-    unlink_ = false;
-}
-
 Result<FdListener> FdListener::listen(const std::string& path) {
     constexpr const char* kOperation = "FdListener::listen";
     auto address = socket_address(path, kOperation);
@@ -471,20 +464,21 @@ Result<FdListener> FdListener::listen(const std::string& path) {
 
 Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
     constexpr const char* kOperation = "FdListener::accept";
-    if (!socket_) return Error::invalid_argument("FdListener::accept: the listener is empty");
+    const FileDescriptor& listening = owner_.get().socket;
+    if (!listening) return Error::invalid_argument("FdListener::accept: the listener is empty");
     const Deadline deadline(timeout);
     for (;;) {
-        if (auto ready = wait_ready(socket_.get(), POLLIN, deadline, kOperation); !ready) {
+        if (auto ready = wait_ready(listening.get(), POLLIN, deadline, kOperation); !ready) {
             Error error = std::move(ready).error();
             if (error.code == ErrorCode::Timeout)
-                error.message = std::string(kOperation) + ": nobody connected to '" + path_ + "' within " +
+                error.message = std::string(kOperation) + ": nobody connected to '" + path() + "' within " +
                                 std::to_string(deadline.timeout_ms()) + " ms";
             return error;
         }
 #if defined(__linux__)
-        FileDescriptor connection(::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        FileDescriptor connection(::accept4(listening.get(), nullptr, nullptr, SOCK_CLOEXEC));
 #else
-        FileDescriptor connection(::accept(socket_.get(), nullptr, nullptr));
+        FileDescriptor connection(::accept(listening.get(), nullptr, nullptr));
         if (connection) set_cloexec(connection.get());
 #endif
         if (!connection) {
@@ -498,21 +492,12 @@ Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
 
 #endif  // POSIX
 
-FdListener::FdListener(FdListener&& other) noexcept
-    : socket_(std::move(other.socket_)), path_(std::move(other.path_)), unlink_(std::exchange(other.unlink_, false)) {}
-
-FdListener& FdListener::operator=(FdListener&& other) noexcept {
-    if (this != &other) {
-        unlink_path();
-        (void)socket_.close();
-        socket_ = std::move(other.socket_);
-        path_ = std::move(other.path_);
-        unlink_ = std::exchange(other.unlink_, false);
-    }
-    return *this;
+Result<void> FdListener::Traits::release(State& state) {
+#if !defined(_WIN32)
+    if (std::exchange(state.unlink, false) && !state.path.empty()) (void)::unlink(state.path.c_str());
+#endif
+    return state.socket.close();
 }
-
-FdListener::~FdListener() { unlink_path(); }
 
 Result<ChannelMessage> FdChannel::receive(std::uint32_t expected_tag, std::chrono::milliseconds timeout) {
     auto message = receive(timeout);

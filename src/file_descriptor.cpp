@@ -23,31 +23,19 @@ int close_fd(int fd) noexcept {
 }
 }  // namespace
 
-FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-        (void)close();
-        fd_ = other.release();
-    }
-    return *this;
-}
-
-FileDescriptor::~FileDescriptor() { (void)close(); }
-
-int FileDescriptor::release() noexcept { return std::exchange(fd_, -1); }
-
-Result<void> FileDescriptor::close() {
-    if (fd_ < 0) return ok();
-    // Never retried: on Linux the descriptor is gone even when close() reports EINTR.
-    if (close_fd(release()) != 0 && errno != EINTR) return Error::system("close", errno, "FileDescriptor::close");
+Result<void> FileDescriptor::Traits::release(State& state) {
+    // EINTR is success here: the descriptor is closed either way.
+    if (close_fd(std::exchange(state.fd, -1)) != 0 && errno != EINTR)
+        return Error::system("close", errno, "FileDescriptor::close");
     return ok();
 }
 
 Result<FileDescriptor> FileDescriptor::duplicate() const {
-    if (fd_ < 0) return Error::invalid_argument("FileDescriptor::duplicate: the descriptor is empty");
+    if (!valid()) return Error::invalid_argument("FileDescriptor::duplicate: the descriptor is empty");
 #if defined(_WIN32)
-    const int copy = ::_dup(fd_);
+    const int copy = ::_dup(get());
 #else
-    const int copy = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+    const int copy = ::fcntl(get(), F_DUPFD_CLOEXEC, 0);
 #endif
     if (copy < 0) return Error::system("fcntl", errno, "FileDescriptor::duplicate");
     return FileDescriptor(copy);

@@ -67,61 +67,22 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
                           std::move(*range), std::move(*context));
 }
 
-GrowableBuffer::GrowableBuffer() noexcept = default;
-
 GrowableBuffer::GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access, Teardown teardown,
                                std::size_t chunk_size, std::size_t granularity, AddressRange range,
                                detail::OwnerContext context) noexcept
     : properties_(properties),
-      access_(std::move(access)),
-      chunk_size_(chunk_size),
-      granularity_(granularity),
-      range_(std::move(range)),
-      context_(std::move(context)),
-      teardown_(teardown) {}
-
-GrowableBuffer::GrowableBuffer(GrowableBuffer&& other) noexcept
-    : properties_(other.properties_),
-      access_(std::move(other.access_)),
-      chunk_size_(std::exchange(other.chunk_size_, 0)),
-      granularity_(std::exchange(other.granularity_, 0)),
-      range_(std::move(other.range_)),
-      chunks_(std::move(other.chunks_)),
-      released_(std::exchange(other.released_, false)),
-      released_chunks_(std::exchange(other.released_chunks_, 0)),
-      saved_(std::move(other.saved_)),
-      context_(std::move(other.context_)),
-      teardown_(std::exchange(other.teardown_, Teardown::WaitForDevice)) {}
-
-GrowableBuffer& GrowableBuffer::operator=(GrowableBuffer&& other) noexcept {
-    if (this != &other) {
-        (void)reset();
-        properties_ = other.properties_;
-        access_ = std::move(other.access_);
-        chunk_size_ = std::exchange(other.chunk_size_, 0);
-        granularity_ = std::exchange(other.granularity_, 0);
-        range_ = std::move(other.range_);
-        chunks_ = std::move(other.chunks_);
-        released_ = std::exchange(other.released_, false);
-        released_chunks_ = std::exchange(other.released_chunks_, 0);
-        saved_ = std::move(other.saved_);
-        context_ = std::move(other.context_);
-        teardown_ = std::exchange(other.teardown_, Teardown::WaitForDevice);
-    }
-    return *this;
-}
-
-GrowableBuffer::~GrowableBuffer() { (void)reset(); }
+      owner_(Traits::State{std::move(range), {}, chunk_size, granularity, std::move(access), false, 0, {},
+                           std::move(context), teardown}) {}
 
 std::size_t GrowableBuffer::size_bytes() const noexcept {
-    return (released_ ? released_chunks_ : chunk_count()) * chunk_size_;
+    return (released() ? state().released_chunks : chunk_count()) * state().chunk_size;
 }
 
-std::size_t GrowableBuffer::chunk_count() const noexcept {
+std::size_t GrowableBuffer::Traits::mapped_chunks(const State& state) noexcept {
     // A chunk whose unmap went through but whose memory the driver would not
     // take back yet is kept at the end, unmapped: it is not part of the buffer.
-    std::size_t mapped = chunks_.size();
-    while (mapped > 0 && chunks_[mapped - 1].empty()) --mapped;
+    std::size_t mapped = state.chunks.size();
+    while (mapped > 0 && state.chunks[mapped - 1].empty()) --mapped;
     return mapped;
 }
 
@@ -129,7 +90,7 @@ Result<void> GrowableBuffer::require_usable(const char* operation) const {
     if (empty())
         return Error::invalid_argument(std::string("GrowableBuffer::") + operation +
                                        ": the buffer is empty (moved from)");
-    if (released_)
+    if (released())
         return Error::invalid_argument(std::string("GrowableBuffer::") + operation +
                                        ": the buffer's memory is released; restore() it first");
     return ok();
@@ -140,18 +101,20 @@ Result<void> GrowableBuffer::grow_to(std::size_t bytes) {
     if (bytes > capacity_bytes())
         return Error::invalid_argument("GrowableBuffer::grow_to: " + std::to_string(bytes) +
                                        " bytes exceed the capacity of " + std::to_string(capacity_bytes()));
-    const std::size_t target = bytes / chunk_size_ + (bytes % chunk_size_ != 0 ? 1 : 0);
+    const std::size_t chunk = state().chunk_size;
+    const std::size_t target = bytes / chunk + (bytes % chunk != 0 ? 1 : 0);
     if (target <= chunk_count()) return ok();
-    CUDYN_TRY(unmap_chunks(chunk_count()));  // first what an earlier shrink still owes the driver
+    CUDYN_TRY(Traits::unmap_chunks(owner_.get(), chunk_count()));  // first what an earlier shrink still owes the driver
     return map_chunks(target);
 }
 
 Result<void> GrowableBuffer::shrink_to(std::size_t bytes) {
     CUDYN_TRY(require_usable("shrink_to"));
-    const std::size_t target = bytes / chunk_size_ + (bytes % chunk_size_ != 0 ? 1 : 0);
-    if (target >= chunks_.size()) return ok();
-    CUDYN_TRY(wait_for_device());
-    return unmap_chunks(target);
+    Traits::State& owned = owner_.get();
+    const std::size_t target = bytes / owned.chunk_size + (bytes % owned.chunk_size != 0 ? 1 : 0);
+    if (target >= owned.chunks.size()) return ok();
+    CUDYN_TRY(Traits::wait_for_device(owned));
+    return Traits::unmap_chunks(owned, target);
 }
 
 Result<void> GrowableBuffer::resize(std::size_t bytes) {
@@ -160,111 +123,117 @@ Result<void> GrowableBuffer::resize(std::size_t bytes) {
 }
 
 Result<void> GrowableBuffer::map_chunks(std::size_t target) {
-    const std::size_t first = chunks_.size();
+    Traits::State& owned = owner_.get();
+    const std::size_t first = owned.chunks.size();
     if (target <= first) return ok();
     // Each new chunk is in one of three states: created (the PhysicalMemory
-    // below), mapped (in chunks_, inaccessible) or accessible (after the one
+    // below), mapped (in the chunks, inaccessible) or accessible (after the one
     // cuMemSetAccess). A failure at any of them unmaps and releases the chunks
     // this call added, newest first, and leaves the older ones untouched.
-    const auto roll_back = [this, first](Error error) {
-        (void)unmap_chunks(first);
+    const auto roll_back = [&owned, first](Error error) {
+        (void)Traits::unmap_chunks(owned, first);
         return error;
     };
-    chunks_.reserve(target);
+    owned.chunks.reserve(target);
     for (std::size_t index = first; index < target; ++index) {
-        auto memory = PhysicalMemory::create(properties_, chunk_size_);
+        auto memory = PhysicalMemory::create(properties_, owned.chunk_size);
         if (!memory) return roll_back(std::move(memory).error());
-        auto mapping = MappedRange::map(range_, index * chunk_size_, *memory);
+        auto mapping = MappedRange::map(owned.range, index * owned.chunk_size, *memory);
         if (!mapping) return roll_back(std::move(mapping).error());
         // The buffer waits for the device once for all its chunks (wait_for_device).
         mapping->set_teardown(Teardown::CallerSynchronized);
-        chunks_.push_back(std::move(*mapping));
+        owned.chunks.push_back(std::move(*mapping));
         // The PhysicalMemory goes here; the mapping keeps the handle until it is unmapped.
     }
-    const auto access = detail::apply_access(range_.device_address() + first * chunk_size_, (target - first) * chunk_size_,
-                                             access_.data(), access_.size());
+    const auto access = detail::apply_access(owned.range.device_address() + first * owned.chunk_size,
+                                             (target - first) * owned.chunk_size, owned.access.data(),
+                                             owned.access.size());
     if (!access) return roll_back(access.error());
     return ok();
 }
 
-Result<void> GrowableBuffer::unmap_chunks(std::size_t target) {
+Result<void> GrowableBuffer::Traits::unmap_chunks(State& state, std::size_t target) {
     // Last first; a chunk the driver refused to unmap stays (mapped, in
-    // chunks_, with every chunk below it), so nothing is forgotten while the
+    // the chunks, with every chunk below it), so nothing is forgotten while the
     // driver still maps it and a retry picks up where this stopped.
-    while (chunks_.size() > target) {
-        if (auto unmapped = chunks_.back().unmap(); !unmapped) {
+    while (state.chunks.size() > target) {
+        if (auto unmapped = state.chunks.back().unmap(); !unmapped) {
             Error error = std::move(unmapped).error();
-            error.message += " (the buffer keeps " + std::to_string(chunk_count()) + " chunk(s) mapped" +
-                             (chunks_.back().empty() ? ", and one unmapped chunk's memory to give back" : "") +
+            error.message += " (the buffer keeps " + std::to_string(mapped_chunks(state)) + " chunk(s) mapped" +
+                             (state.chunks.back().empty() ? ", and one unmapped chunk's memory to give back" : "") +
                              "; retry)";
             return error;
         }
-        chunks_.pop_back();
+        state.chunks.pop_back();
     }
     return ok();
 }
 
-Result<void> GrowableBuffer::wait_for_device() const {
-    if (teardown_ == Teardown::CallerSynchronized || chunks_.empty()) return ok();
-    return detail::wait_for_device_users(context_, detail::granted_devices(access_.data(), access_.size()));
+Result<void> GrowableBuffer::Traits::wait_for_device(const State& state) {
+    if (state.teardown == Teardown::CallerSynchronized || state.chunks.empty()) return ok();
+    return detail::wait_for_device_users(state.context, detail::granted_devices(state.access.data(), state.access.size()));
 }
 
 Result<void> GrowableBuffer::release_physical(Contents contents) {
     if (empty()) return Error::invalid_argument("GrowableBuffer::release_physical: the buffer is empty (moved from)");
+    Traits::State& owned = owner_.get();
     // Released already: what a refused unmap left mapped goes now (nothing when all went).
-    if (released_) {
-        if (chunks_.empty()) return ok();
-        CUDYN_TRY(wait_for_device());
-        return unmap_chunks(0);
+    if (owned.released) {
+        if (owned.chunks.empty()) return ok();
+        CUDYN_TRY(Traits::wait_for_device(owned));
+        return Traits::unmap_chunks(owned, 0);
     }
     // Before the copy too: work still writing the buffer belongs in the saved bytes.
-    CUDYN_TRY(wait_for_device());
+    CUDYN_TRY(Traits::wait_for_device(owned));
     PinnedBuffer<unsigned char> copy;
     const std::size_t bytes = size_bytes();
     if (contents == Contents::Save && bytes != 0) {
         auto pinned = PinnedBuffer<unsigned char>::allocate(bytes);
         if (!pinned) return std::move(pinned).error();
-        CUDYN_TRY(call_driver(&DriverTable::cuMemcpyDtoH_v3020, pinned->data(), range_.device_address(), bytes));
+        CUDYN_TRY(call_driver(&DriverTable::cuMemcpyDtoH_v3020, pinned->data(), owned.range.device_address(), bytes));
         copy = std::move(*pinned);
     }
-    released_chunks_ = chunk_count();
-    released_ = true;
-    saved_ = std::move(copy);
-    return unmap_chunks(0);
+    owned.released_chunks = chunk_count();
+    owned.released = true;
+    owned.saved = std::move(copy);
+    return Traits::unmap_chunks(owned, 0);
 }
 
 Result<void> GrowableBuffer::restore() {
     if (empty()) return Error::invalid_argument("GrowableBuffer::restore: the buffer is empty (moved from)");
-    if (!released_) return ok();
-    CUDYN_TRY(unmap_chunks(chunk_count()));  // first what the release still owes the driver
-    CUDYN_TRY(map_chunks(released_chunks_));
-    if (!saved_.empty()) {
-        const auto copied = call_driver(&DriverTable::cuMemcpyHtoD_v3020, range_.device_address(), saved_.data(), saved_.size_bytes());
+    Traits::State& owned = owner_.get();
+    if (!owned.released) return ok();
+    CUDYN_TRY(Traits::unmap_chunks(owned, chunk_count()));  // first what the release still owes the driver
+    CUDYN_TRY(map_chunks(owned.released_chunks));
+    if (!owned.saved.empty()) {
+        const auto copied = call_driver(&DriverTable::cuMemcpyHtoD_v3020, owned.range.device_address(),
+                                        owned.saved.data(), owned.saved.size_bytes());
         if (!copied) {
-            (void)unmap_chunks(0);
+            (void)Traits::unmap_chunks(owned, 0);
             return copied;
         }
         // Still released until the saved copy is given back too: a refusal
         // keeps it, and a retry maps nothing new, copies again and frees it.
-        CUDYN_TRY(saved_.free());
+        CUDYN_TRY(owned.saved.free());
     }
-    released_ = false;
-    released_chunks_ = 0;
+    owned.released = false;
+    owned.released_chunks = 0;
     return ok();
 }
 
-Result<void> GrowableBuffer::reset() {
-    auto result = wait_for_device();
+Result<void> GrowableBuffer::Traits::release(State& state) {
+    auto result = wait_for_device(state);
     // Unmapped even when the wait failed (a faulted context runs no more work).
-    auto unmapped = unmap_chunks(0);
+    auto unmapped = unmap_chunks(state, 0);
     if (result.has_value()) result = std::move(unmapped);
-    (void)saved_.free();
-    released_ = false;
-    released_chunks_ = 0;
+    auto saved_freed = state.saved.free();
+    if (result.has_value()) result = std::move(saved_freed);
+    state.released = false;
+    state.released_chunks = 0;
     // The range is free of mappings now: its last owner frees it.
-    auto freed = range_.free();
+    auto freed = state.range.free();
     if (result.has_value()) result = std::move(freed);
-    context_.reset();
+    state.context.reset();
     return result;
 }
 

@@ -117,8 +117,10 @@ Result<bool> InterprocessEvent::query() const {
 }
 
 Result<void> InterprocessEvent::Traits::release(State& state) {
-    return state.context.release_into(
-        [&state] { return call_driver(&DriverTable::cuEventDestroy_v4000, state.event); });
+    CUDYN_TRY(state.context.release_into(
+        [&state] { return call_driver(&DriverTable::cuEventDestroy_v4000, state.event); }));
+    state = State{};
+    return ok();
 }
 
 }  // namespace cudyn

@@ -69,58 +69,13 @@ Result<MappedRange> MappedRange::map_with_access(const AddressRange& range, std:
     if (!mapping) return mapping;
     // On failure the local mapping unmaps itself on the way out (no work can
     // have used an inaccessible mapping: nothing to wait for).
-    if (auto access = detail::apply_access(mapping->address_, mapping->size_, grants, count); !access) {
+    Traits::State& owned = mapping->owner_.get();
+    if (auto access = detail::apply_access(owned.address, owned.size, grants, count); !access) {
         mapping->set_teardown(Teardown::CallerSynchronized);
         return std::move(access).error();
     }
-    mapping->users_ |= detail::granted_devices(grants, count);
+    owned.users |= detail::granted_devices(grants, count);
     return mapping;
-}
-
-MappedRange::MappedRange() noexcept = default;
-
-MappedRange::MappedRange(std::shared_ptr<detail::Reservation> reservation,
-                         std::shared_ptr<detail::PhysicalHandle> memory, CUdeviceptr address, std::size_t offset,
-                         std::size_t size, detail::OwnerContext context) noexcept
-    : reservation_(std::move(reservation)),
-      memory_(std::move(memory)),
-      address_(address),
-      offset_(offset),
-      size_(size),
-      mapped_(true),
-      context_(std::move(context)) {}
-
-MappedRange::MappedRange(MappedRange&& other) noexcept
-    : reservation_(std::move(other.reservation_)),
-      memory_(std::move(other.memory_)),
-      address_(std::exchange(other.address_, 0)),
-      offset_(std::exchange(other.offset_, 0)),
-      size_(std::exchange(other.size_, 0)),
-      mapped_(std::exchange(other.mapped_, false)),
-      context_(std::move(other.context_)),
-      users_(std::exchange(other.users_, 0)),
-      teardown_(std::exchange(other.teardown_, Teardown::WaitForDevice)) {}
-
-MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
-    if (this != &other) {
-        if (!unmap()) forget();
-        reservation_ = std::move(other.reservation_);
-        memory_ = std::move(other.memory_);
-        address_ = std::exchange(other.address_, 0);
-        offset_ = std::exchange(other.offset_, 0);
-        size_ = std::exchange(other.size_, 0);
-        mapped_ = std::exchange(other.mapped_, false);
-        context_ = std::move(other.context_);
-        users_ = std::exchange(other.users_, 0);
-        teardown_ = std::exchange(other.teardown_, Teardown::WaitForDevice);
-    }
-    return *this;
-}
-
-MappedRange::~MappedRange() {
-    // A destructor cannot retry: if the driver refused the unmap, the owner
-    // lets go anyway (the reservation then stays reserved until its free).
-    if (!unmap()) forget();
 }
 
 Result<void> MappedRange::set_access(Location location, AccessFlags flags) {
@@ -138,9 +93,10 @@ Result<void> MappedRange::set_access(const std::vector<AccessGrant>& grants) {
 
 Result<void> MappedRange::set_access(const AccessGrant* grants, std::size_t count) {
     if (empty()) return Error::invalid_argument("MappedRange::set_access: the mapping is empty (moved from or unmapped)");
-    CUDYN_TRY(detail::check_grants(memory_->properties.location(), grants, count));
-    CUDYN_TRY(detail::apply_access(address_, size_, grants, count));
-    users_ |= detail::granted_devices(grants, count);
+    Traits::State& owned = owner_.get();
+    CUDYN_TRY(detail::check_grants(owned.memory->properties.location(), grants, count));
+    CUDYN_TRY(detail::apply_access(owned.address, owned.size, grants, count));
+    owned.users |= detail::granted_devices(grants, count);
     return ok();
 }
 
@@ -149,42 +105,40 @@ Result<AccessFlags> MappedRange::access(Location location) const {
     CUDYN_TRY(location.validate("MappedRange::access: location"));
     const CUmemLocation where = location.to_cu();
     unsigned long long flags = 0;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAccess_v10020, &flags, &where, address_));
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAccess_v10020, &flags, &where, state().address));
     return static_cast<AccessFlags>(flags);
 }
 
 const Location* MappedRange::memory_location() const noexcept {
-    return mapped_ ? &memory_->properties.location() : nullptr;
+    return state().mapped ? &state().memory->properties.location() : nullptr;
 }
 
-Result<void> MappedRange::unmap() {
+Result<void> MappedRange::Traits::release(State& state) {
     Result<void> waited = ok();
-    if (mapped_) {
-        if (teardown_ == Teardown::WaitForDevice) waited = detail::wait_for_device_users(context_, users_);
+    if (state.mapped) {
+        if (state.teardown == Teardown::WaitForDevice)
+            waited = detail::wait_for_device_users(state.context, state.users);
         // Unmapped even when the wait failed: a context that faulted runs no
         // more work, and at exit the driver answers every call with an error.
-        CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, address_, size_));  // refused: still mapped
-        mapped_ = false;
-        reservation_->unclaim(offset_);
+        CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, state.address, state.size));  // refused: still mapped
+        state.mapped = false;
+        state.reservation->unclaim(state.offset);
     }
     // Then the handle (released if this was its last owner), then the
     // reservation (freed if last): the driver's order. A refusal keeps it.
-    CUDYN_TRY(detail::let_go(memory_));
-    CUDYN_TRY(detail::let_go(reservation_));
-    forget();
+    CUDYN_TRY(detail::let_go(state.memory));
+    CUDYN_TRY(detail::let_go(state.reservation));
+    // Nothing is held any more; the teardown mode stays what was set.
+    State emptied;
+    emptied.teardown = state.teardown;
+    state = std::move(emptied);
     return waited;
 }
 
-void MappedRange::forget() noexcept {
-    if (mapped_) reservation_->unclaim(offset_);
-    mapped_ = false;
-    memory_.reset();
-    reservation_.reset();
-    address_ = 0;
-    offset_ = 0;
-    size_ = 0;
-    context_.reset();
-    users_ = 0;
+void MappedRange::Traits::abandon(State& state) noexcept {
+    // The reservation counts its live mappings (overlap checks, AddressRange::free):
+    // this one has no owner any more.
+    if (state.mapped) state.reservation->unclaim(state.offset);
 }
 
 namespace detail {

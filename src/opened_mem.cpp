@@ -150,6 +150,7 @@ Result<void> OpenedMem::Traits::release(State& state) {
     // The handle is open in the context until the driver has closed it: only
     // then may another open of it go ahead.
     if (context != nullptr) open_record().release({context, state.handle.to_bytes()});
+    state = State{};
     return ok();
 }
 

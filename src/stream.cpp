@@ -24,8 +24,10 @@ Result<bool> Stream::query() const {
 }
 
 Result<void> Stream::Traits::release(State& state) {
-    return state.context.release_into(
-        [&state] { return call_driver(&DriverTable::cuStreamDestroy_v4000, state.stream); });
+    CUDYN_TRY(state.context.release_into(
+        [&state] { return call_driver(&DriverTable::cuStreamDestroy_v4000, state.stream); }));
+    state = State{};
+    return ok();
 }
 
 }  // namespace cudyn

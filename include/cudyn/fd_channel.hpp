@@ -25,6 +25,7 @@
 
 #include "cudyn/file_descriptor.hpp"
 #include "cudyn/result.hpp"
+#include "cudyn/unique_handle.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -95,24 +96,27 @@ class FdListener {
 public:
     static Result<FdListener> listen(const std::string& path);
 
-    FdListener() noexcept = default;
-    FdListener(FdListener&& other) noexcept;
-    FdListener& operator=(FdListener&& other) noexcept;
-    FdListener(const FdListener&) = delete;
-    FdListener& operator=(const FdListener&) = delete;
-    ~FdListener();
+    FdListener() noexcept = default;  // empty; move-only, closed (and its socket file removed) on destruction
 
     // Timeout when no process connected within `timeout`.
     Result<FdChannel> accept(std::chrono::milliseconds timeout = kDefaultChannelTimeout);
-    const std::string& path() const noexcept { return path_; }
+    const std::string& path() const noexcept { return owner_.get().path; }
 
 private:
+    struct Traits {
+        struct State {
+            FileDescriptor socket;
+            std::string path;
+            bool unlink = false;  // a socket file this listener bound, removed when it goes
+        };
+        static bool empty(const State& state) noexcept { return !state.socket.valid() && !state.unlink; }
+        // Removes the socket file, then closes the socket; neither is kept
+        // for a retry (FileDescriptor::close never retries).
+        static Result<void> release(State& state);
+    };
     FdListener(FileDescriptor socket, std::string path, bool unlink_on_close) noexcept
-        : socket_(std::move(socket)), path_(std::move(path)), unlink_(unlink_on_close) {}
-    void unlink_path() noexcept;
-    FileDescriptor socket_;
-    std::string path_;
-    bool unlink_ = false;
+        : owner_(Traits::State{std::move(socket), std::move(path), unlink_on_close}) {}
+    detail::UniqueHandle<Traits> owner_;
 };
 
 }  // namespace cudyn

@@ -34,6 +34,7 @@
 #include "cudyn/pinned_buffer.hpp"
 #include "cudyn/result.hpp"
 #include "cudyn/teardown.hpp"
+#include "cudyn/unique_handle.hpp"
 
 #include <cuda.h>
 
@@ -66,12 +67,9 @@ public:
     static Result<GrowableBuffer> create(const AllocationProperties& properties, std::size_t capacity,
                                          GrowableBufferOptions options = {});
 
-    GrowableBuffer() noexcept;  // empty
-    GrowableBuffer(GrowableBuffer&& other) noexcept;
-    GrowableBuffer& operator=(GrowableBuffer&& other) noexcept;
-    GrowableBuffer(const GrowableBuffer&) = delete;
-    GrowableBuffer& operator=(const GrowableBuffer&) = delete;
-    ~GrowableBuffer();  // unmaps and releases every chunk, then frees the range; silent
+    // Empty. Move-only; the destructor unmaps and releases every chunk, then
+    // frees the range, silently.
+    GrowableBuffer() noexcept = default;
 
     // Maps chunks until size() >= bytes (no-op when already there).
     // InvalidArgument past capacity() or while released; on a driver failure
@@ -93,54 +91,71 @@ public:
     // ok() when not released.
     Result<void> restore();
 
-    CUdeviceptr device_address() const noexcept { return range_.device_address(); }
+    CUdeviceptr device_address() const noexcept { return state().range.device_address(); }
     // The mapped bytes [address(), address() + size()) as elements, checked
     // (DeviceSpan::from_bytes); empty while nothing is mapped or released.
     // Growing keeps the span's bytes where they are; shrinking or releasing
     // unmaps them, so take a new span after either.
     template <typename T>
     Result<DeviceSpan<T>> device_span_as() const {
-        return DeviceSpan<T>::from_bytes(device_address(), released_ ? 0 : size_bytes());
+        return DeviceSpan<T>::from_bytes(device_address(), released() ? 0 : size_bytes());
     }
     // The same bytes, unchecked: every byte view is valid.
     DeviceSpan<std::byte> device_span() const noexcept {
-        return DeviceSpan<std::byte>(device_address(), released_ ? 0 : size_bytes());
+        return DeviceSpan<std::byte>(device_address(), released() ? 0 : size_bytes());
     }
     // Bytes mapped: a multiple of chunk_size(). While released, the size
     // restore() will bring back.
     std::size_t size_bytes() const noexcept;
-    std::size_t capacity_bytes() const noexcept { return range_.size_bytes(); }
-    std::size_t chunk_size_bytes() const noexcept { return chunk_size_; }
-    std::size_t chunk_count() const noexcept;  // mapped chunks
-    bool released() const noexcept { return released_; }
-    bool holds_saved_contents() const noexcept { return !saved_.empty(); }
-    bool empty() const noexcept { return range_.empty(); }
+    std::size_t capacity_bytes() const noexcept { return state().range.size_bytes(); }
+    std::size_t chunk_size_bytes() const noexcept { return state().chunk_size; }
+    std::size_t chunk_count() const noexcept { return Traits::mapped_chunks(state()); }  // mapped chunks
+    bool released() const noexcept { return state().released; }
+    bool holds_saved_contents() const noexcept { return !state().saved.empty(); }
+    bool empty() const noexcept { return state().range.empty(); }
     const AllocationProperties& properties() const noexcept { return properties_; }
     // What shrink_to, release_physical and the destructor wait for.
-    void set_teardown(Teardown teardown) noexcept { teardown_ = teardown; }
-    Teardown teardown() const noexcept { return teardown_; }
+    void set_teardown(Teardown teardown) noexcept { owner_.get().teardown = teardown; }
+    Teardown teardown() const noexcept { return state().teardown; }
 
 private:
+    struct Traits {
+        // Dropped unreleased (unique_handle.hpp), members go last to first:
+        // the saved copy, then the chunks, then the range they are mapped in.
+        struct State {
+            AddressRange range;
+            std::vector<MappedRange> chunks;
+            std::size_t chunk_size = 0;
+            std::size_t granularity = 0;
+            std::vector<AccessGrant> access;     // applied to every chunk; the devices waited for
+            bool released = false;
+            std::size_t released_chunks = 0;     // chunk count restore() brings back
+            PinnedBuffer<unsigned char> saved;   // the bytes release_physical(Save) kept
+            detail::OwnerContext context;        // the context current at create(): synchronized before unmapping
+            Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
+        };
+        static bool empty(const State& state) noexcept {
+            return state.range.empty() && state.chunks.empty() && state.saved.empty() && state.context.empty();
+        }
+        // Waits as teardown says, unmaps every chunk (those the driver
+        // refuses stay, with the chunks below them), gives back the saved
+        // copy, then frees the range: each step is tried, the first error
+        // reported. The buffer's context reference goes regardless (silently,
+        // as OwnerContext::reset does): a chunk left behind keeps its own.
+        static Result<void> release(State& state);
+        static std::size_t mapped_chunks(const State& state) noexcept;  // chunk_count()
+        static Result<void> unmap_chunks(State& state, std::size_t target);  // down to `target`, last first (no wait)
+        static Result<void> wait_for_device(const State& state);  // what teardown says, before chunks are unmapped
+    };
     GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access, Teardown teardown,
                    std::size_t chunk_size, std::size_t granularity, AddressRange range,
                    detail::OwnerContext context) noexcept;
     Result<void> require_usable(const char* operation) const;
-    Result<void> map_chunks(std::size_t target);    // rolls back to the previous count on failure
-    Result<void> unmap_chunks(std::size_t target);  // down to `target` chunks, last first (no wait)
-    Result<void> wait_for_device() const;           // what teardown_ says, before chunks are unmapped
-    Result<void> reset();                           // everything, for the destructor and move-assignment
+    Result<void> map_chunks(std::size_t target);  // rolls back to the previous count on failure
+    const Traits::State& state() const noexcept { return owner_.get(); }
 
-    AllocationProperties properties_{Location::device(0)};
-    std::vector<AccessGrant> access_;
-    std::size_t chunk_size_ = 0;
-    std::size_t granularity_ = 0;
-    AddressRange range_;              // declared before chunks_: freed after them
-    std::vector<MappedRange> chunks_;
-    bool released_ = false;
-    std::size_t released_chunks_ = 0;  // chunk count restore() brings back
-    PinnedBuffer<unsigned char> saved_;  // the bytes release_physical(Save) kept
-    detail::OwnerContext context_;       // the context current at create(): synchronized before unmapping
-    Teardown teardown_ = Teardown::WaitForDevice;
+    AllocationProperties properties_{Location::device(0)};  // not owned: a move copies it
+    detail::UniqueHandle<Traits> owner_;
 };
 
 }  // namespace cudyn

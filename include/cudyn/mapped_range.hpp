@@ -27,6 +27,7 @@
 #include "cudyn/physical_memory.hpp"
 #include "cudyn/result.hpp"
 #include "cudyn/teardown.hpp"
+#include "cudyn/unique_handle.hpp"
 
 #include <cuda.h>
 
@@ -34,6 +35,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace cudyn {
@@ -53,12 +55,7 @@ public:
     static Result<MappedRange> map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,
                                    const std::vector<AccessGrant>& access);
 
-    MappedRange() noexcept;  // empty
-    MappedRange(MappedRange&& other) noexcept;
-    MappedRange& operator=(MappedRange&& other) noexcept;
-    MappedRange(const MappedRange&) = delete;
-    MappedRange& operator=(const MappedRange&) = delete;
-    ~MappedRange();  // unmaps, silently
+    MappedRange() noexcept = default;  // empty; move-only, unmapped (silently) on destruction
 
     // Sets access for one or several locations over the whole mapping. Each
     // grant's location is validated; a device other than the one the memory
@@ -70,21 +67,21 @@ public:
     // What cuMemGetAccess reports for `location`.
     Result<AccessFlags> access(Location location) const;
 
-    CUdeviceptr device_address() const noexcept { return mapped_ ? address_ : 0; }
-    std::size_t size_bytes() const noexcept { return size_; }
+    CUdeviceptr device_address() const noexcept { return state().mapped ? state().address : 0; }
+    std::size_t size_bytes() const noexcept { return state().size; }
     // The mapping as elements, checked (DeviceSpan::from_bytes). Copies and
     // fills need access set for the device of the current context.
     template <typename T>
     Result<DeviceSpan<T>> device_span_as() const {
-        return DeviceSpan<T>::from_bytes(device_address(), mapped_ ? size_ : 0);
+        return DeviceSpan<T>::from_bytes(device_address(), state().mapped ? state().size : 0);
     }
     // The same bytes, unchecked: every byte view is valid.
     DeviceSpan<std::byte> device_span() const noexcept {
-        return DeviceSpan<std::byte>(device_address(), mapped_ ? size_ : 0);
+        return DeviceSpan<std::byte>(device_address(), state().mapped ? state().size : 0);
     }
-    std::size_t offset_bytes() const noexcept { return offset_; }  // within the AddressRange
+    std::size_t offset_bytes() const noexcept { return state().offset; }  // within the AddressRange
     // No mapping (moved from, unmapped, never mapped).
-    bool empty() const noexcept { return !mapped_; }
+    bool empty() const noexcept { return !state().mapped; }
     // Where the mapped memory lives (the PhysicalMemory's location); null when empty.
     const Location* memory_location() const noexcept;
 
@@ -95,31 +92,49 @@ public:
     // the mapping is still there, unchanged; if a give-back was refused the
     // mapping is gone (empty()) but the handle or range is kept. Either way
     // unmap() can be retried. ok() when nothing is left.
-    Result<void> unmap();
+    Result<void> unmap() { return owner_.release(); }
     // What unmap() and the destructor wait for (WaitForDevice unless set).
-    void set_teardown(Teardown teardown) noexcept { teardown_ = teardown; }
-    Teardown teardown() const noexcept { return teardown_; }
+    void set_teardown(Teardown teardown) noexcept { owner_.get().teardown = teardown; }
+    Teardown teardown() const noexcept { return state().teardown; }
 
 private:
+    struct Traits {
+        // Dropped unreleased (unique_handle.hpp), members go last to first:
+        // the handle before the reservation (the driver's order), and the
+        // context, which must outlive what was released into it, after both.
+        struct State {
+            detail::OwnerContext context;  // the context current at map(): synchronized before the unmap
+            std::shared_ptr<detail::Reservation> reservation;
+            std::shared_ptr<detail::PhysicalHandle> memory;
+            CUdeviceptr address = 0;
+            std::size_t offset = 0;
+            std::size_t size = 0;
+            bool mapped = false;     // false once unmapped, while a give-back may still be owed
+            std::uint64_t users = 0;  // other devices granted access (detail::granted_devices)
+            Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
+        };
+        // Nothing mapped, and no handle or reservation left to give back.
+        static bool empty(const State& state) noexcept {
+            return !state.mapped && state.memory == nullptr && state.reservation == nullptr;
+        }
+        // Waits as teardown says, unmaps, then lets go of the handle and the
+        // reservation (given back where this was their last owner). Each step
+        // the driver refuses stops it there with the rest still held; a failed
+        // wait still unmaps and is reported once nothing is left.
+        static Result<void> release(State& state);
+        static void abandon(State& state) noexcept;  // the reservation forgets a mapping still live
+    };
     MappedRange(std::shared_ptr<detail::Reservation> reservation, std::shared_ptr<detail::PhysicalHandle> memory,
-                CUdeviceptr address, std::size_t offset, std::size_t size, detail::OwnerContext context) noexcept;
+                CUdeviceptr address, std::size_t offset, std::size_t size, detail::OwnerContext context) noexcept
+        : owner_(Traits::State{std::move(context), std::move(reservation), std::move(memory), address, offset, size,
+                               true, 0, Teardown::WaitForDevice}) {}
     static Result<MappedRange> map_with_access(const AddressRange& range, std::size_t offset,
                                                const PhysicalMemory& memory, const AccessGrant* grants,
                                                std::size_t count);
     Result<void> set_access(const AccessGrant* grants, std::size_t count);
-    void forget() noexcept;  // drops every owner and field once the driver has unmapped (or cannot)
+    const Traits::State& state() const noexcept { return owner_.get(); }
 
-    // Declared in this order so that, after the destructor's unmap, the handle
-    // is dropped before the reservation.
-    std::shared_ptr<detail::Reservation> reservation_;
-    std::shared_ptr<detail::PhysicalHandle> memory_;
-    CUdeviceptr address_ = 0;
-    std::size_t offset_ = 0;
-    std::size_t size_ = 0;
-    bool mapped_ = false;           // false once unmapped, while a give-back may still be owed
-    detail::OwnerContext context_;  // the context current at map(): synchronized before the unmap
-    std::uint64_t users_ = 0;       // other devices granted access (detail::granted_devices)
-    Teardown teardown_ = Teardown::WaitForDevice;
+    detail::UniqueHandle<Traits> owner_;
 };
 
 }  // namespace cudyn

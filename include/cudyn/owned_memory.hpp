@@ -72,7 +72,9 @@ private:
         };
         static bool empty(const State& state) noexcept { return state.release == nullptr; }
         static Result<void> release(State& state) {
-            return state.context.release_into([&state] { return state.release(state.address); });
+            CUDYN_TRY(state.context.release_into([&state] { return state.release(state.address); }));
+            state = State{};
+            return ok();
         }
     };
     UniqueHandle<Traits> owner_;

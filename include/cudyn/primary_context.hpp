@@ -40,6 +40,7 @@ private:
             detail::OwnerContext context;  // shared with the owners created in the context
         };
         static bool empty(const State& state) noexcept { return state.context.empty(); }
+        // The reference goes on success and stays on a refusal: what is held is what is left.
         static Result<void> release(State& state) { return state.context.release(); }
     };
     PrimaryContext(Device device, detail::OwnerContext context) noexcept
