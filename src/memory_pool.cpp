@@ -210,7 +210,9 @@ PoolOrigin MemoryPool::origin() const noexcept {
 }
 
 Result<void> MemoryPool::Traits::release(State& state) {
-    return call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool);
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool));
+    state = State{};
+    return ok();
 }
 
 Result<void> MemoryPool::require_pool(const char* operation) const {

@@ -213,10 +213,12 @@ Result<void> ImportedPoolMemory::Traits::release(State& state) {
     // cuMemFree does not wait for work on pool memory (cuda.h says so): the
     // context's work is waited for first, as closing a legacy IPC handle
     // does, so that no kernel still reads the import when it goes.
-    return state.context.release_into([&state]() -> Result<void> {
+    CUDYN_TRY(state.context.release_into([&state]() -> Result<void> {
         CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
         return call_driver(&DriverTable::cuMemFree_v3020, state.base);
-    });
+    }));
+    state = State{};
+    return ok();
 }
 
 }  // namespace cudyn

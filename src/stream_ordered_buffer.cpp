@@ -61,9 +61,12 @@ Result<void> StreamOrderedMemory::Traits::release(State& state) {
     // streams mean "the current context's", which must then be this memory's.
     const bool default_stream =
         state.stream == nullptr || state.stream == CU_STREAM_LEGACY || state.stream == CU_STREAM_PER_THREAD;
-    if (default_stream) return state.context.release_into(free);
-    CUDYN_TRY(free());
-    state.context.reset();
+    if (default_stream) {
+        CUDYN_TRY(state.context.release_into(free));
+    } else {
+        CUDYN_TRY(free());
+    }
+    state = State{};
     return ok();
 }
 
