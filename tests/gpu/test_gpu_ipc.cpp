@@ -29,11 +29,14 @@
 #include "cudyn/ipc_memory.hpp"
 #include "cudyn/mapped_range.hpp"
 #include "cudyn/opened_mem.hpp"
+#include "cudyn/memory_pool.hpp"
 #include "cudyn/physical_memory.hpp"
+#include "cudyn/pool_sharing.hpp"
 #include "cudyn/posix_fd_transfer.hpp"
 #include "cudyn/primary_context.hpp"
 #include "cudyn/shareable_memory.hpp"
 #include "cudyn/stream.hpp"
+#include "cudyn/stream_ordered_buffer.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -98,7 +101,7 @@ std::size_t mismatches(CUdeviceptr data, std::size_t bytes, std::uint32_t value)
     return wrong;
 }
 
-// ---- the consumer (child): argv = {"legacy" | "fd", device ordinal} ----------------------------
+// ---- the consumer (child): argv = {"legacy" | "fd" | "pool", device ordinal} ----------------------------
 
 int consumer_role(int argc, char** argv) {
     if (argc != 2) return 2;
@@ -115,8 +118,21 @@ int consumer_role(int argc, char** argv) {
         std::optional<cudyn::AddressRange> range;
         std::optional<cudyn::PhysicalMemory> memory;
         std::optional<cudyn::MappedRange> mapping;
+        std::optional<cudyn::MemoryPool> pool;
+        std::optional<cudyn::ImportedPoolMemory> imported_pointer;
         CUdeviceptr data = 0;
-        if (kind == "legacy") {
+        if (kind == "pool") {
+            auto received = cudyn::receive_pool(channel, kGpuStep).and_then(cudyn::import_pool);
+            if (!ok(check, received, "receive_pool + import_pool")) return;
+            pool = std::move(*received);
+            auto descriptor = receive_descriptor<cudyn::PoolPointerDescriptor>(channel, kMemDescriptor, kGpuStep);
+            if (!ok(check, descriptor, "pool pointer descriptor")) return;
+            auto imported = cudyn::import_pool_pointer(*pool, *descriptor);
+            if (!ok(check, imported, "import_pool_pointer")) return;
+            check.expect(imported->size_bytes() == kBytes, "the shared size came along");
+            imported_pointer = std::move(*imported);
+            data = imported_pointer->device_address();
+        } else if (kind == "legacy") {
             auto descriptor = receive_descriptor<IpcMemDescriptor>(channel, kMemDescriptor, kGpuStep);
             if (!ok(check, descriptor, "memory descriptor")) return;
             auto opened_now = cudyn::open_ipc_memory(*descriptor);
@@ -159,6 +175,8 @@ int consumer_role(int argc, char** argv) {
                                      kWords / 2, stream->handle()),
            "write the reply");
         ok(check, stream->synchronize(), "synchronize the reply");
+        // An imported pool pointer is freed before the exporter frees the allocation.
+        if (imported_pointer) ok(check, imported_pointer->free(), "free the imported pool pointer");
         ok(check, send_tag(channel, kDone, kGpuStep), "send 'done'");
         mapping.reset();
         if (opened) ok(check, opened->close(), "close the memory");
@@ -236,7 +254,40 @@ void share_posix_fd(int consumer_device) {
     exchange(side, kernels, mapping.device_address(), stream, event);
 }
 
+// Memory from a shareable pool: the pool passed as a POSIX fd, the pointer as
+// a descriptor; the producer's passes run on the allocating stream.
+void share_pool(int consumer_device) {
+    require_devices(consumer_device);
+    auto caps = take(cudyn::probe_capabilities(take(cudyn::Device::get(0))));
+    INFO("device 0 reports no memory pools");
+    REQUIRE(caps.memory_pools);
+    auto context = take(cudyn::PrimaryContext::activate(take(cudyn::Device::get(0))));
+    const auto kernels = load_kernels();
+    auto pool = take(cudyn::MemoryPool::create(
+        cudyn::PoolProperties::device(0).with_handle_types(cudyn::HandleType::PosixFileDescriptor)));
+    auto stream = take(cudyn::Stream::create());
+    auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+    require_ok(stream.synchronize());  // the allocation is complete before the peer imports it
+    auto event = take(InterprocessEvent::create());
+    auto exported = take(cudyn::export_pool(pool));
+    const auto shared = take(cudyn::export_pool_pointer(pool, buffer));
+
+    ParentSide side = start_child("gpu-ipc-consumer", {"pool", std::to_string(consumer_device)});
+    require_ok(send_bytes(side.channel, kEventDescriptor, take(export_ipc_event(event)).to_bytes()));
+    require_ok(cudyn::send_pool(side.channel, exported, kGpuStep));
+    require_ok(exported.fd.close());
+    require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
+    buffer.use_on(stream);
+    exchange(side, kernels, buffer.device_address(), stream, event);
+    require_ok(buffer.free());  // after the consumer freed its import
+}
+
 }  // namespace
+
+TEST_CASE("two processes on one GPU share a memory pool and a pointer from it; an IPC event orders them",
+          "[gpu][pool]") {
+    share_pool(0);
+}
 
 TEST_CASE("two processes on one GPU share cuMemAlloc memory; an IPC event orders them", "[gpu][ipc]") {
     share_legacy(0);
