@@ -182,7 +182,7 @@ TEST_CASE("pools: default and current pools, creation checks, attributes, pointe
     CHECK(cu().cuMemPoolSetAttribute_v11020(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &bytes) == CUDA_ERROR_INVALID_VALUE);
     CHECK(cu().cuMemPoolSetAttribute_v11020(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &bytes) == CUDA_ERROR_INVALID_VALUE);
     CHECK(cu().cuMemPoolSetAttribute_v11020(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &bytes) == CUDA_ERROR_INVALID_VALUE);
-    CHECK(cu().cuMemPoolGetAttribute_v11020(pool, static_cast<CUmemPool_attribute>(99), &bytes) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cu().cuMemPoolGetAttribute_v11020(pool, static_cast<CUmemPool_attribute>(0), &bytes) == CUDA_ERROR_INVALID_VALUE);
 
     // The current pool serves cuMemAllocAsync on the device's streams.
     REQUIRE(cu().cuDeviceSetMemPool_v11020(0, pool) == CUDA_SUCCESS);
@@ -252,6 +252,11 @@ TEST_CASE("pools: a freed block is reused at once on its stream, elsewhere once 
         CHECK(alloc_from(pool, kBlock, t) == a);
         free_async(a, t);
         sync(t);
+        // Everything free again, in one piece: the chunk.
+        unsigned long long start = 0, length = 0;
+        auto free_ranges = probe<PFN_fakecuda_pool_free_ranges>("fakecuda_pool_free_ranges");
+        CHECK(free_ranges(pool, &start, &length, 1) == 1);
+        CHECK((start == a && length == 2 * kMiB));
     }
     SECTION("opportunistic reuse: a free done on its stream serves another stream without a synchronization") {
         const CUdeviceptr a = alloc_from(pool, kBlock, s);

@@ -178,8 +178,9 @@ struct CUmemPoolHandle_st {
     std::map<std::pair<int, int>, unsigned long long> access;  // granted to other locations
     std::map<std::uintptr_t, Chunk> chunks;
     std::map<std::uintptr_t, Segment> segments;  // every piece of every chunk, by address
-    long blocks = 0;   // handed out (or imported) and not freed at the API
-    long pending = 0;  // stream-ordered frees of its blocks not yet run
+    long blocks = 0;       // handed out (or imported) and not freed at the API
+    long pending = 0;      // stream-ordered frees of its blocks not yet run
+    long quarantined = 0;  // free pieces another process still has imported
     // IPC
     int fd = -1;
     SharedPoolHeader* header = nullptr;
@@ -398,6 +399,7 @@ void retire_slot(Pool* pool, std::uintptr_t base, Segment& seg) {
                          "fakecuda: a pool allocation was freed while another process still has it imported; "
                          "its bytes stay reserved until that process frees it\n");
             seg.quarantine = slot;
+            ++pool->quarantined;
             return;
         }
     }
@@ -474,6 +476,7 @@ void sweep(State& st) {
     }
 #if defined(__linux__)
     for (Pool* pool : std::vector<Pool*>(pools().all.begin(), pools().all.end())) {
+        if (pool->quarantined == 0) continue;
         bool changed = false;
         for (auto& kv : pool->segments) {
             Segment& seg = kv.second;
@@ -482,6 +485,7 @@ void sweep(State& st) {
             if (s != nullptr && s->importers.load() > 0) continue;
             clear_slot(pool, seg.quarantine);
             seg.quarantine = -1;
+            --pool->quarantined;
             changed = true;
         }
         if (changed) coalesce(pool);
