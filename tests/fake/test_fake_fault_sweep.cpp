@@ -33,13 +33,16 @@
 #include "cudyn/ipc_memory.hpp"
 #include "cudyn/mapped_buffer.hpp"
 #include "cudyn/mapped_range.hpp"
+#include "cudyn/memory_pool.hpp"
 #include "cudyn/migration_policy.hpp"
 #include "cudyn/opened_mem.hpp"
 #include "cudyn/physical_memory.hpp"
 #include "cudyn/pinned_buffer.hpp"
+#include "cudyn/pool_sharing.hpp"
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/shareable_memory.hpp"
 #include "cudyn/stream.hpp"
+#include "cudyn/stream_ordered_buffer.hpp"
 #include "cudyn/managed_buffer.hpp"
 
 #include <cstdint>
@@ -121,11 +124,14 @@ struct Baseline {
     long events = 0;
     long descriptors = 0;
     int retains = 0;
+    long pools = 0;
 
     static Baseline now() {
         const FakeDriver& fake = FakeDriver::loaded();
+        const auto live_pools = probe<PFN_fakecuda_live_pools>("fakecuda_live_pools");
         return Baseline{fake.live_allocations(), device_bytes(),      fake.live_streams(),
-                        fake.live_events(),      open_descriptors(), fake.primary_ctx_refcount(0)};
+                        fake.live_events(),      open_descriptors(), fake.primary_ctx_refcount(0),
+                        live_pools ? live_pools() : 0};
     }
     static unsigned long long device_bytes() {
         auto bytes = probe<PFN_fakecuda_device_bytes_in_use>("fakecuda_device_bytes_in_use");
@@ -140,6 +146,7 @@ void require_same(const Baseline& before, const Baseline& after) {
     CHECK(after.events == before.events);
     CHECK(after.descriptors == before.descriptors);
     CHECK(after.retains == before.retains);
+    CHECK(after.pools == before.pools);
     CHECK(FakeDriver::loaded().pending_work() == 0);
     CHECK(FakeDriver::loaded().context_error(0) == 0);
 }
@@ -327,6 +334,55 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
          [](Trial& t) {
              const auto device = take(cudyn::Device::get(0));
              t.operation([&] { return cudyn::probe_fabric_support(device); });
+         }},
+        {"MemoryPool::create (shareable)",
+         [](Trial& t) {
+             t.operation([] {
+                 return cudyn::MemoryPool::create(
+                     cudyn::PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor));
+             });
+         }},
+        {"StreamOrderedBuffer::copy_from(host) (synchronous)",
+         [](Trial& t) {
+             auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+             auto stream = take(cudyn::Stream::create());
+             auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+             const std::vector<std::uint32_t> values = iota_vector(1024, 3);
+             t.operation([&] { return buffer.copy_from(values); });
+             require_ok(buffer.copy_from(values));  // usable, and the bytes arrive
+             CHECK(read_device(buffer.device_address(), 1024) == values);
+             require_ok(buffer.free());
+             require_ok(stream.synchronize());
+         }},
+        {"MemoryPool::usage",
+         [](Trial& t) {
+             auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+             t.operation([&] { return pool.usage(); });
+             CHECK(take(pool.usage()).used_bytes == 0);
+         }},
+        {"MemoryPool::reset_high_water_marks",
+         [](Trial& t) {
+             auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+             t.operation([&] { return pool.reset_high_water_marks(); });
+             require_ok(pool.reset_high_water_marks());
+         }},
+        {"MemoryPool::set_access (a peer)",
+         [](Trial& t) {
+             auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+             t.operation([&] { return pool.set_access({Location::device(1), AccessFlags::ReadWrite}); });
+             if (t.injected()) CHECK(take(pool.access(Location::device(1))) == AccessFlags::None);  // unchanged
+             require_ok(pool.set_access({Location::device(1), AccessFlags::ReadWrite}));
+         }},
+        {"export_pool_pointer",
+         [](Trial& t) {
+             auto pool = take(cudyn::MemoryPool::create(
+                 cudyn::PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor)));
+             auto stream = take(cudyn::Stream::create());
+             auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+             t.operation([&] { return cudyn::export_pool_pointer(pool, buffer); });
+             (void)take(cudyn::export_pool_pointer(pool, buffer));
+             require_ok(buffer.free());
+             require_ok(stream.synchronize());
          }},
         {"OpenedMem::open (another process's buffer)",
          [&peer_memory](Trial& t) {
