@@ -37,36 +37,44 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
         CUDYN_TRY(require_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020));
     else
         CUDYN_TRY(require_entry(&DriverTable::cuMemAllocAsync_v11020));
-    OwnerContext context;
-    if (stream.context() != nullptr) {
-        context = *stream.context();
-    } else {
-        CUDYN_TRY_ASSIGN(context, OwnerContext::current());
+    // A created cudyn Stream keeps its context alive, and the stream must
+    // still exist when the memory is freed on it (as for any stream-ordered
+    // call), so the memory relies on it: no retain of its own, no driver call
+    // and no atomic reference count per allocation. A default stream or a
+    // raw handle names no context of its own: then the current one is
+    // retained, as every other owner does.
+    const OwnerContext* context = stream.context();
+    OwnerContext retained;
+    if (context == nullptr) {
+        CUDYN_TRY_ASSIGN(retained, OwnerContext::current());
+        context = &retained;
     }
     // A pool exists only where pools do; the current pool needs the check.
-    if (pool == nullptr) CUDYN_TRY(require_pool_device(context));
+    if (pool == nullptr) CUDYN_TRY(require_pool_device(*context));
     CUdeviceptr address = 0;
     if (pool != nullptr)
         CUDYN_TRY(call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
                               stream.handle()));
     else
         CUDYN_TRY(call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle()));
-    return StreamOrderedMemory(Traits::State{address, bytes, stream.handle(), std::move(context)});
+    const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
+    return StreamOrderedMemory(Traits::State{std::move(retained), address, bytes, stream.handle(), allocated_in});
 }
 
 Result<void> StreamOrderedMemory::Traits::release(State& state) {
-    const auto free = [&state] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream); };
     // A created stream names its own context to the driver, so the free needs
     // no context made current (saving a cuCtxGetCurrent per free); the default
     // streams mean "the current context's", which must then be this memory's.
     const bool default_stream =
         state.stream == nullptr || state.stream == CU_STREAM_LEGACY || state.stream == CU_STREAM_PER_THREAD;
     if (default_stream) {
-        CUDYN_TRY(state.context.release_into(free));
+        const ContextScope scope(state.context);
+        CUDYN_TRY(scope.status());
+        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream));
     } else {
-        CUDYN_TRY(free());
+        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream));
     }
-    state = State{};
+    state = State{};  // the retain, if any, goes after the free
     return ok();
 }
 

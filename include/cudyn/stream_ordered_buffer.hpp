@@ -18,15 +18,20 @@
 // on must still exist when the buffer is freed, as for any stream-ordered
 // call; free(stream) names another one.
 //
+// Its context. Allocated on a created cudyn::Stream, the buffer relies on
+// that stream to keep the context alive (the stream must outlive the free
+// anyway), which keeps an allocation down to the driver call; allocated on a
+// default stream or a raw handle, it retains the current context itself, so
+// a program that releases its PrimaryContext first cannot have the context
+// (and the pool's memory) torn down under a live buffer.
+//
 // Transfers take an optional stream last. Without one they run on the
 // buffer's stream and return once it has done them (the synchronous rule of
 // every cudyn transfer: done means done, and in this memory's stream order).
 //
 // free() and the destructor do not wait: the memory goes back to the pool
 // when the stream reaches the free, and the next allocation on that stream
-// may get the same address at once. The buffer keeps the context it was
-// allocated in, so a program that released its PrimaryContext first cannot
-// have the context (and the pool's memory) torn down under a live buffer.
+// may get the same address at once.
 //
 // Needs a current context; allocate() checks, before the driver is asked:
 // a zero or overflowing count, an empty pool (InvalidArgument), a driver
@@ -82,10 +87,11 @@ public:
 private:
     struct Traits {
         struct State {
+            OwnerContext retained;    // the retain taken when no Stream keeps the context (declared first: goes last)
             CUdeviceptr address = 0;  // 0: empty
             std::size_t bytes = 0;
             CUstream stream = nullptr;
-            OwnerContext context;
+            CUcontext context = nullptr;  // the one it was allocated in, made current for a default-stream free
         };
         static bool empty(const State& state) noexcept { return state.address == 0; }
         static Result<void> release(State& state);

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -311,4 +312,26 @@ TEST_CASE("CUDA 13's managed pools exist only where the driver has the entries",
     require_error(MemoryPool::managed_default_for(Location::device(0)), ErrorCode::NotSupported,
                   "cuMemGetDefaultMemPool");
     require_error(MemoryPool::managed_current_for(Location::device(0)), ErrorCode::NotSupported, "cuMemGetMemPool");
+}
+
+TEST_CASE("on a created stream the stream keeps the context; retargeted to the legacy stream it frees in its own",
+          "[emulated][cuda11][pool]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    std::optional<cudyn::Stream> stream;
+    StreamOrderedBuffer<std::uint32_t> buffer;
+    {
+        auto context = activate(0);
+        stream.emplace(take(cudyn::Stream::create()));
+        buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(1024, *stream));
+        require_ok(buffer.fill(3u));
+    }
+    CHECK(fake.primary_ctx_refcount(0) >= 1);  // the stream's retain
+    // Another thread's view: no context current here; the free on the legacy
+    // stream must make the buffer's own context current for the call.
+    buffer.use_on(cudyn::Stream::legacy_default());
+    require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxSetCurrent_v4000, static_cast<CUcontext>(nullptr)));
+    require_ok(buffer.free());
+    CHECK(buffer.empty());
+    require_ok(stream->destroy());
+    CHECK(fake.primary_ctx_refcount(0) == 0);
 }
