@@ -6,6 +6,7 @@
 
 #include "device_facts.hpp"
 #include "entry_check.hpp"
+#include "fabric_errors.hpp"
 #include "process_identity.hpp"
 
 #include <cstdio>
@@ -150,7 +151,12 @@ Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
     }
     const CUmemPoolProps props = properties.to_cu();
     CUmemoryPool pool = nullptr;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props));
+    if (auto created = call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props); !created) {
+        // Without an IMEX channel the driver may refuse a fabric-shareable
+        // pool already here: the same NotSupported as at export.
+        if (!includes(properties.handle_types(), HandleType::Fabric)) return std::move(created).error();
+        return detail::fabric_error(std::move(created).error(), "MemoryPool::create");
+    }
     return MemoryPool(pool, true, where, properties.handle_types());
 }
 

@@ -5,6 +5,7 @@
 #include "cudyn/driver_call.hpp"
 
 #include "entry_check.hpp"
+#include "fabric_errors.hpp"
 #include "process_identity.hpp"
 #include "wire_format.hpp"
 
@@ -45,6 +46,21 @@ struct WireLayout<PoolShareInfo> {
 };
 
 template <>
+struct WireLayout<PoolFabricDescriptor> {
+    static constexpr char kMagic[9] = "CUDYNPLF";
+    static constexpr const char* kName = "PoolFabricDescriptor";
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& descriptor) {
+        wire.u64(descriptor.info_.origin.exporter_pid);
+        wire.u64(descriptor.info_.origin.exporter_token);
+        wire.u64(descriptor.info_.origin.pool_id);
+        wire.u32(descriptor.info_.device);
+        wire.reserved(4);
+        wire.handle(descriptor.handle_);
+    }
+};
+
+template <>
 struct WireLayout<PoolPointerDescriptor> {
     static constexpr char kMagic[9] = "CUDYNPPT";
     static constexpr const char* kName = kPointer;
@@ -57,6 +73,20 @@ struct WireLayout<PoolPointerDescriptor> {
         wire.u64(descriptor.offset_);
         wire.u64(descriptor.size_);
         wire.handle(descriptor.handle_);
+    }
+};
+
+// The importer's MemoryPool of an exported pool (MemoryPool's befriended maker).
+struct PoolImport {
+    static MemoryPool make(CUmemoryPool pool, const PoolShareInfo& info, HandleType type) {
+        MemoryPool::Traits::State state;
+        state.pool = pool;
+        state.owned = true;
+        state.location = Location::device(info.device);
+        state.imported = true;
+        state.origin = info.origin;
+        state.handle_types = type;
+        return MemoryPool(std::move(state));
     }
 };
 
@@ -81,17 +111,34 @@ Result<PoolShareInfo> PoolShareInfo::from_bytes(const void* data, std::size_t si
 
 // ---- the pool -----------------------------------------------------------------------------
 
+namespace {
+
+// The checks both pool exports make before the driver.
+Result<void> check_pool_exportable(const MemoryPool& pool, HandleType type, const char* operation) {
+    if (pool.empty()) return Error::invalid_argument(std::string(operation) + ": the pool is empty");
+    if (pool.imported())
+        return Error::invalid_argument(std::string(operation) +
+                                       ": the pool was imported from another process; share the exporter's");
+    if (!includes(pool.handle_types(), type))
+        return Error::invalid_argument(std::string(operation) + ": the pool (" + pool.location().describe() +
+                                       ", handles " + to_string(pool.handle_types()) + ") was created without the " +
+                                       to_string(type) +
+                                       " handle type; request it at creation (PoolProperties::with_handle_types)");
+    return ok();
+}
+
+PoolShareInfo share_info(const MemoryPool& pool) {
+    PoolShareInfo info;
+    info.origin = pool.origin();
+    info.device = pool.location().kind() == LocationKind::Device ? pool.location().id() : 0;
+    return info;
+}
+
+}  // namespace
+
 Result<ExportedPool> export_pool(const MemoryPool& pool) {
     constexpr const char* kOperation = "export_pool";
-    if (pool.empty()) return Error::invalid_argument(std::string(kOperation) + ": the pool is empty");
-    if (pool.imported())
-        return Error::invalid_argument(std::string(kOperation) +
-                                       ": the pool was imported from another process; share the exporter's");
-    if (!includes(pool.handle_types(), HandleType::PosixFileDescriptor))
-        return Error::invalid_argument(std::string(kOperation) + ": the pool (" + pool.location().describe() +
-                                       ", handles " + to_string(pool.handle_types()) +
-                                       ") was created without the posix_fd handle type; request it at creation "
-                                       "(PoolProperties::with_handle_types)");
+    CUDYN_TRY(check_pool_exportable(pool, HandleType::PosixFileDescriptor, kOperation));
 #if defined(_WIN32)
     return Error::not_supported("cuMemPoolExportToShareableHandle", "export_pool: POSIX descriptors on Windows");
 #else
@@ -99,10 +146,7 @@ Result<ExportedPool> export_pool(const MemoryPool& pool) {
     int fd = -1;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020, static_cast<void*>(&fd),
                           pool.handle(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
-    PoolShareInfo info;
-    info.origin = pool.origin();
-    info.device = pool.location().kind() == LocationKind::Device ? pool.location().id() : 0;
-    return ExportedPool{FileDescriptor(fd), info};
+    return ExportedPool{FileDescriptor(fd), share_info(pool)};
 #endif
 }
 
@@ -122,15 +166,50 @@ Result<MemoryPool> import_pool(ExportedPool exported) {
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolImportFromShareableHandle_v11020, &pool,
                           reinterpret_cast<void*>(static_cast<std::intptr_t>(exported.fd.get())),
                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
-    MemoryPool::Traits::State state;
-    state.pool = pool;
-    state.owned = true;
-    state.location = Location::device(exported.info.device);
-    state.imported = true;
-    state.origin = exported.info.origin;
-    state.handle_types = HandleType::PosixFileDescriptor;
-    return MemoryPool(std::move(state));
+    return detail::PoolImport::make(pool, exported.info, HandleType::PosixFileDescriptor);
 #endif
+}
+
+// ---- the pool as a fabric handle ------------------------------------------------------------
+
+PoolFabricDescriptor::Bytes PoolFabricDescriptor::to_bytes() const noexcept { return detail::write_record(*this); }
+
+Result<PoolFabricDescriptor> PoolFabricDescriptor::from_bytes(const void* data, std::size_t size) {
+    PoolFabricDescriptor descriptor;
+    CUDYN_TRY(detail::read_record(data, size, descriptor));
+    CUDYN_TRY(descriptor.info_.validate());
+    if (descriptor.handle_ == FabricHandle())
+        return Error::invalid_argument("PoolFabricDescriptor: the handle is all zero");
+    return descriptor;
+}
+
+Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool) {
+    constexpr const char* kOperation = "export_pool_fabric";
+    CUDYN_TRY(check_pool_exportable(pool, HandleType::Fabric, kOperation));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolExportToShareableHandle_v11020));
+    PoolFabricDescriptor descriptor;
+    if (auto exported = call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020,
+                                    static_cast<void*>(descriptor.handle_.driver_output()), pool.handle(),
+                                    CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
+        !exported)
+        return detail::fabric_error(std::move(exported).error(), kOperation);
+    descriptor.info_ = share_info(pool);
+    return descriptor;
+}
+
+Result<MemoryPool> import_pool_fabric(const PoolFabricDescriptor& descriptor) {
+    constexpr const char* kOperation = "import_pool_fabric";
+    if (descriptor.info().origin.is_this_process())
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pool was exported by this process (use the MemoryPool itself)");
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolImportFromShareableHandle_v11020));
+    CUmemFabricHandle handle = descriptor.handle().to_cu();
+    CUmemoryPool pool = nullptr;
+    if (auto imported = call_driver(&DriverTable::cuMemPoolImportFromShareableHandle_v11020, &pool,
+                                    static_cast<void*>(&handle), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
+        !imported)
+        return detail::fabric_error(std::move(imported).error(), kOperation);
+    return detail::PoolImport::make(pool, descriptor.info(), HandleType::Fabric);
 }
 
 // ---- pointers -----------------------------------------------------------------------------
@@ -156,7 +235,7 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, CUdevi
     if (pool.imported())
         return Error::invalid_argument(std::string(kOperation) + ": the pool was imported; only its exporter shares "
                                                                  "pointers from it");
-    if (!includes(pool.handle_types(), HandleType::PosixFileDescriptor))
+    if (pool.handle_types() == HandleType::None)
         return Error::invalid_argument(std::string(kOperation) +
                                        ": the pool was created without a shareable handle type");
     if (address == 0 || bytes == 0)

@@ -33,7 +33,9 @@
 namespace cudyn {
 
 class Device;
-struct ExportedPool;  // pool_sharing.hpp
+namespace detail {
+struct PoolImport;  // pool_sharing.cpp: builds the importer's state
+}  // namespace detail
 
 // What cuMemPoolCreate is given (CUmemPoolProps). A value type, built like
 // AllocationProperties: each with_* returns a modified copy.
@@ -184,7 +186,7 @@ public:
     Result<AccessFlags> access(Location location) const;
 
 private:
-    friend Result<MemoryPool> import_pool(ExportedPool exported);
+    friend struct detail::PoolImport;  // builds an imported pool's state
     struct Traits {
         struct State {
             CUmemoryPool pool = nullptr;

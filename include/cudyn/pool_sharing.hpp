@@ -79,6 +79,36 @@ Result<ExportedPool> export_pool(const MemoryPool& pool);
 // closed when this returns, whatever happened.
 Result<MemoryPool> import_pool(ExportedPool exported);
 
+// A pool exported as a fabric handle (pools created with HandleType::Fabric),
+// for peers on other nodes of an NVLink domain: 112 bytes, send them
+// anyhow. Fabric sharing needs an IMEX channel: probe_fabric_support
+// (shareable_memory.hpp) says whether this machine has one.
+class PoolFabricDescriptor {
+public:
+    static constexpr std::size_t kSerializedSize = 112;
+    using Bytes = std::array<std::uint8_t, kSerializedSize>;
+    static Result<PoolFabricDescriptor> from_bytes(const void* data, std::size_t size);
+    Bytes to_bytes() const noexcept;
+    const PoolShareInfo& info() const noexcept { return info_; }
+    const FabricHandle& handle() const noexcept { return handle_; }
+
+private:
+    friend Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool);
+    friend struct detail::WireLayout<PoolFabricDescriptor>;
+    PoolFabricDescriptor() = default;
+    PoolShareInfo info_;
+    FabricHandle handle_;
+};
+
+// cuMemPoolExportToShareableHandle(FABRIC). InvalidArgument for an empty or
+// imported pool or one created without HandleType::Fabric; NotSupported when
+// the driver refuses fabric handles here (no IMEX channel).
+Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool);
+// cuMemPoolImportFromShareableHandle(FABRIC): an owned MemoryPool that
+// remembers its origin. InvalidArgument for a pool this process exported;
+// NotSupported where the driver refuses fabric handles.
+Result<MemoryPool> import_pool_fabric(const PoolFabricDescriptor& descriptor);
+
 // One shared part of a pool allocation: 128 bytes.
 class PoolPointerDescriptor {
 public:

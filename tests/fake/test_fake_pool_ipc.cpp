@@ -18,6 +18,7 @@
 #include "cudyn/stream_ordered_buffer.hpp"
 
 #include <fcntl.h>
+#include <stdlib.h>
 
 #include <cstdint>
 #include <string>
@@ -178,4 +179,76 @@ TEST_CASE("a driver without pool entries: sharing says which entry is missing", 
     require_error(cudyn::import_pool(std::move(received)), ErrorCode::NotSupported,
                   "cuMemPoolImportFromShareableHandle");
     require_error(cudyn::export_pool(MemoryPool()), ErrorCode::InvalidArgument, "the pool is empty");
+}
+
+namespace {
+
+// Imports a fabric pool from its descriptor bytes and a pointer from it,
+// checks the exporter's bytes and writes the reply.
+int pool_fabric_consumer_role(int, char**) {
+    return run_role("pool-fabric-consumer", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto shared = receive_descriptor<cudyn::PoolFabricDescriptor>(channel, kRawBytes);
+        if (!ok(check, shared, "pool fabric descriptor")) return;
+        auto pool = cudyn::import_pool_fabric(*shared);
+        if (!ok(check, pool, "import_pool_fabric")) return;
+        auto descriptor = receive_descriptor<PoolPointerDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, descriptor, "pointer descriptor")) return;
+        {
+            auto memory = cudyn::import_pool_pointer(*pool, *descriptor);
+            if (!ok(check, memory, "import_pool_pointer")) return;
+            check.expect(same_words(memory->device_address(), kWords * 2, kFirst), "the exporter's bytes");
+            ok(check, set_words(memory->device_address() + kWords * 2, kWords * 2, kReply), "write the reply");
+            ok(check, memory->free(), "free the import");
+        }
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole pool_fabric_consumer("pool-fabric-consumer", pool_fabric_consumer_role);
+
+}  // namespace
+
+TEST_CASE("a fabric pool: refused where the device lacks the type, shared as bytes where it has it",
+          "[emulated][pool-ipc]") {
+    auto context = activate(0);
+    const FakeDriver& fake = FakeDriver::loaded();
+    const auto fabric = PoolProperties::device(0).with_handle_types(HandleType::Fabric);
+    {
+        DriverSnapshot untouched({"cuMemPoolCreate"});
+        require_error(MemoryPool::create(fabric), ErrorCode::NotSupported, "MEMPOOL_SUPPORTED_HANDLE_TYPES");
+        untouched.require_untouched();
+    }
+    auto posix_only = take(MemoryPool::create(shareable()));
+    require_error(cudyn::export_pool_fabric(posix_only), ErrorCode::InvalidArgument, "without the fabric handle type");
+
+    // This device may share pools as fabric handles; so may the child's
+    // (the fake reads FAKECUDA_ATTR when it loads).
+    const unsigned types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC;
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, static_cast<int>(types));
+    ::setenv("FAKECUDA_ATTR", ("119:" + std::to_string(types)).c_str(), 1);
+    {
+        auto pool = take(MemoryPool::create(fabric));
+        auto stream = take(cudyn::Stream::create());
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        require_ok(buffer.fill(kFirst));
+        auto shared = take(cudyn::export_pool_fabric(pool));
+        const auto bytes = shared.to_bytes();
+        const auto parsed = take(cudyn::PoolFabricDescriptor::from_bytes(bytes.data(), bytes.size()));
+        CHECK(parsed.info().origin == pool.origin());
+        CHECK(parsed.handle() == shared.handle());
+        require_error(cudyn::import_pool_fabric(parsed), ErrorCode::InvalidArgument, "exported by this process");
+
+        ParentSide side = start_child("pool-fabric-consumer");
+        require_ok(send_bytes(side.channel, kRawBytes, bytes));
+        require_ok(send_bytes(side.channel, kMemDescriptor, take(cudyn::export_pool_pointer(pool, buffer)).to_bytes()));
+        (void)take(side.channel.receive(kDone, kStep));
+        CHECK(side.child.wait(kChildTimeout) == 0);
+        std::vector<std::uint32_t> back(kWords);
+        require_ok(buffer.copy_to(back));
+        CHECK(back[kWords / 2] == kReply);
+        CHECK(back[0] == kFirst);
+        require_ok(buffer.free());
+        require_ok(stream.synchronize());
+    }
+    ::unsetenv("FAKECUDA_ATTR");
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 }
