@@ -108,7 +108,7 @@ struct SharedSlot {
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int32_t>::is_always_lock_free,
               "the slots are shared between processes");
-constexpr std::int32_t kSlotLive = 1;
+[[maybe_unused]] constexpr std::int32_t kSlotLive = 1;
 constexpr std::int32_t kSlotFreed = 2;
 
 struct SharedPoolHeader {
@@ -122,9 +122,9 @@ struct SharedPoolHeader {
 };
 constexpr std::size_t kSlotsAt = 64;
 static_assert(sizeof(SharedPoolHeader) <= kSlotsAt, "the slots follow the header");
-constexpr char kPoolMagic[8] = {'F', 'A', 'K', 'E', 'P', 'O', 'O', 'L'};
-constexpr char kPointerMagic[8] = {'F', 'A', 'K', 'E', 'P', 'P', 'T', '1'};
-constexpr char kFabricMagic[8] = {'F', 'A', 'K', 'E', 'P', 'F', 'B', '1'};
+[[maybe_unused]] constexpr char kPoolMagic[8] = {'F', 'A', 'K', 'E', 'P', 'O', 'O', 'L'};
+[[maybe_unused]] constexpr char kPointerMagic[8] = {'F', 'A', 'K', 'E', 'P', 'P', 'T', '1'};
+[[maybe_unused]] constexpr char kFabricMagic[8] = {'F', 'A', 'K', 'E', 'P', 'F', 'B', '1'};
 
 SharedSlot* slots_of(SharedPoolHeader* header) {
     return reinterpret_cast<SharedSlot*>(reinterpret_cast<char*>(header) + kSlotsAt);
