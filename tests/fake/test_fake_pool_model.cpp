@@ -191,6 +191,7 @@ TEST_CASE("pools: default and current pools, creation checks, attributes, pointe
     CUstream stream = make_stream();
     CUdeviceptr p = 0;
     CHECK(cu().cuMemAllocAsync_v11020(&p, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cu().cuMemAllocAsync_v11020(&p, std::numeric_limits<std::size_t>::max(), stream) == CUDA_ERROR_OUT_OF_MEMORY);
     REQUIRE(cu().cuMemAllocAsync_v11020(&p, 1000, stream) == CUDA_SUCCESS);
     CHECK(pointer_attribute<CUmemoryPool>(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p) == pool);
     CHECK(pointer_attribute<unsigned int>(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CU_MEMORYTYPE_DEVICE);

@@ -510,8 +510,9 @@ bool reusable(const Pool* pool, const Segment& seg, const Queue& queue) {
 
 [[maybe_unused]] CUresult allocate_block(State& st, Pool* pool, std::size_t bytes, const std::shared_ptr<Queue>& queue,
                         CUdeviceptr* out) {
+    // Nothing larger than a device's memory (the rounding below cannot wrap then).
+    if (bytes > fake::kTotalMemory) return CUDA_ERROR_OUT_OF_MEMORY;
     const std::size_t need = round_up(bytes, kBlockAlignment);
-    if (need < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
     auto& segments = pool->segments;
     auto found = segments.end();
     for (auto it = segments.begin(); it != segments.end() && found == segments.end(); ++it)
