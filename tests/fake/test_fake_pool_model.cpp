@@ -451,6 +451,27 @@ TEST_CASE("pools: release threshold at synchronization, cuMemPoolTrimTo, waterma
         free_async(e, s);
         free_async(f, s);
         sync(s);
+        // A pool that cannot grow takes memory another stream's pending free
+        // releases, the allocating stream waiting for that free
+        // (REUSE_ALLOW_INTERNAL_DEPENDENCIES), or fails without it.
+        {
+            const ScopedStreamDelay slow(kSlow);
+            CUstream t = make_stream();
+            const CUdeviceptr g = alloc_from(small, 4 * kMiB, s);
+            free_async(g, s);
+            set_pool_flag(small, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 0);
+            CUdeviceptr h = 0;
+            CHECK(cu().cuMemAllocFromPoolAsync_v11020(&h, 4 * kMiB, small, t) == CUDA_ERROR_OUT_OF_MEMORY);
+            set_pool_flag(small, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 1);
+            REQUIRE(cu().cuMemAllocFromPoolAsync_v11020(&h, 4 * kMiB, small, t) == CUDA_SUCCESS);
+            CHECK(h == g);
+            // t's later work runs after s's free.
+            CHECK(cu().cuStreamQuery_v2000(t) == CUDA_ERROR_NOT_READY);
+            free_async(h, t);
+            sync(t);
+            CHECK(cu().cuStreamQuery_v2000(s) == CUDA_SUCCESS);
+            REQUIRE(cu().cuStreamDestroy_v4000(t) == CUDA_SUCCESS);
+        }
         REQUIRE(cu().cuMemPoolDestroy_v11020(small) == CUDA_SUCCESS);
     }
     REQUIRE(cu().cuStreamDestroy_v4000(s) == CUDA_SUCCESS);
