@@ -191,6 +191,7 @@ TEST_CASE("pools: default and current pools, creation checks, attributes, pointe
     CUstream stream = make_stream();
     CUdeviceptr p = 0;
     CHECK(cu().cuMemAllocAsync_v11020(&p, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cu().cuMemAllocAsync_v11020(&p, std::numeric_limits<std::size_t>::max(), stream) == CUDA_ERROR_OUT_OF_MEMORY);
     REQUIRE(cu().cuMemAllocAsync_v11020(&p, 1000, stream) == CUDA_SUCCESS);
     CHECK(pointer_attribute<CUmemoryPool>(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p) == pool);
     CHECK(pointer_attribute<unsigned int>(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CU_MEMORYTYPE_DEVICE);
@@ -450,6 +451,27 @@ TEST_CASE("pools: release threshold at synchronization, cuMemPoolTrimTo, waterma
         free_async(e, s);
         free_async(f, s);
         sync(s);
+        // A pool that cannot grow takes memory another stream's pending free
+        // releases, the allocating stream waiting for that free
+        // (REUSE_ALLOW_INTERNAL_DEPENDENCIES), or fails without it.
+        {
+            const ScopedStreamDelay slow(kSlow);
+            CUstream t = make_stream();
+            const CUdeviceptr g = alloc_from(small, 4 * kMiB, s);
+            free_async(g, s);
+            set_pool_flag(small, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 0);
+            CUdeviceptr h = 0;
+            CHECK(cu().cuMemAllocFromPoolAsync_v11020(&h, 4 * kMiB, small, t) == CUDA_ERROR_OUT_OF_MEMORY);
+            set_pool_flag(small, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, 1);
+            REQUIRE(cu().cuMemAllocFromPoolAsync_v11020(&h, 4 * kMiB, small, t) == CUDA_SUCCESS);
+            CHECK(h == g);
+            // t's later work runs after s's free.
+            CHECK(cu().cuStreamQuery_v2000(t) == CUDA_ERROR_NOT_READY);
+            free_async(h, t);
+            sync(t);
+            CHECK(cu().cuStreamQuery_v2000(s) == CUDA_SUCCESS);
+            REQUIRE(cu().cuStreamDestroy_v4000(t) == CUDA_SUCCESS);
+        }
         REQUIRE(cu().cuMemPoolDestroy_v11020(small) == CUDA_SUCCESS);
     }
     REQUIRE(cu().cuStreamDestroy_v4000(s) == CUDA_SUCCESS);

@@ -108,7 +108,7 @@ struct SharedSlot {
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int32_t>::is_always_lock_free,
               "the slots are shared between processes");
-constexpr std::int32_t kSlotLive = 1;
+[[maybe_unused]] constexpr std::int32_t kSlotLive = 1;
 constexpr std::int32_t kSlotFreed = 2;
 
 struct SharedPoolHeader {
@@ -122,9 +122,9 @@ struct SharedPoolHeader {
 };
 constexpr std::size_t kSlotsAt = 64;
 static_assert(sizeof(SharedPoolHeader) <= kSlotsAt, "the slots follow the header");
-constexpr char kPoolMagic[8] = {'F', 'A', 'K', 'E', 'P', 'O', 'O', 'L'};
-constexpr char kPointerMagic[8] = {'F', 'A', 'K', 'E', 'P', 'P', 'T', '1'};
-constexpr char kFabricMagic[8] = {'F', 'A', 'K', 'E', 'P', 'F', 'B', '1'};
+[[maybe_unused]] constexpr char kPoolMagic[8] = {'F', 'A', 'K', 'E', 'P', 'O', 'O', 'L'};
+[[maybe_unused]] constexpr char kPointerMagic[8] = {'F', 'A', 'K', 'E', 'P', 'P', 'T', '1'};
+[[maybe_unused]] constexpr char kFabricMagic[8] = {'F', 'A', 'K', 'E', 'P', 'F', 'B', '1'};
 
 SharedSlot* slots_of(SharedPoolHeader* header) {
     return reinterpret_cast<SharedSlot*>(reinterpret_cast<char*>(header) + kSlotsAt);
@@ -510,8 +510,9 @@ bool reusable(const Pool* pool, const Segment& seg, const Queue& queue) {
 
 [[maybe_unused]] CUresult allocate_block(State& st, Pool* pool, std::size_t bytes, const std::shared_ptr<Queue>& queue,
                         CUdeviceptr* out) {
+    // Nothing larger than a device's memory (the rounding below cannot wrap then).
+    if (bytes > fake::kTotalMemory) return CUDA_ERROR_OUT_OF_MEMORY;
     const std::size_t need = round_up(bytes, kBlockAlignment);
-    if (need < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
     auto& segments = pool->segments;
     auto found = segments.end();
     for (auto it = segments.begin(); it != segments.end() && found == segments.end(); ++it)
