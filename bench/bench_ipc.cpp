@@ -19,10 +19,18 @@
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/ipc_memory.hpp"
+#include "cudyn/memory_pool.hpp"
 #include "cudyn/opened_mem.hpp"
+#include "cudyn/pool_sharing.hpp"
+#include "cudyn/stream.hpp"
+#include "cudyn/stream_ordered_buffer.hpp"
 #include "cudyn/primary_context.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -155,7 +163,8 @@ const CaseRegistrar export_range_case({"ipc/export-range",
 // 2. Open, in a fresh process
 // =============================================================================
 
-std::string to_hex(const IpcMemDescriptor::Bytes& bytes) {
+template <std::size_t N>
+std::string to_hex(const std::array<std::uint8_t, N>& bytes) {
     static const char digits[] = "0123456789abcdef";
     std::string text;
     for (std::uint8_t byte : bytes) {
@@ -165,7 +174,8 @@ std::string to_hex(const IpcMemDescriptor::Bytes& bytes) {
     return text;
 }
 
-bool from_hex(const char* text, IpcMemDescriptor::Bytes& bytes) {
+template <std::size_t N>
+bool from_hex(const char* text, std::array<std::uint8_t, N>& bytes) {
     const auto nibble = [](char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; };
     if (text == nullptr || std::string(text).size() != 2 * bytes.size()) return false;
     for (std::size_t i = 0; i < bytes.size(); ++i)
@@ -403,6 +413,148 @@ const CaseRegistrar first_open_case({"ipc/first-open",
                                      "the first OpenedMem::open of a fresh process vs the first raw cuIpcOpenMemHandle, "
                                      "one open per process, 15 processes per side",
                                      true, first_open});
+
+// =============================================================================
+// 4. A pool pointer imported in a fresh process, against a legacy open
+// =============================================================================
+
+constexpr const char* kPoolFdVariable = "CUDYN_BENCH_POOL_FD";
+constexpr const char* kPoolInfoVariable = "CUDYN_BENCH_POOL_INFO";
+constexpr const char* kPoolPointerVariable = "CUDYN_BENCH_POOL_POINTER";
+
+// The child: imports the exporter's pool from the inherited descriptor
+// (untimed), then times the first pointer import of the process, raw
+// (cuMemPoolImportPointer) or through cudyn (import_pool_pointer); side
+// "legacy" times the first raw cuIpcOpenMemHandle instead.
+int child_pool_import() {
+    const std::string side = std::getenv(kSideVariable) != nullptr ? std::getenv(kSideVariable) : "";
+    auto device = Device::get(0);
+    if (!device) return std::printf("%s\n", device.error().describe().c_str()), 1;
+    auto context = PrimaryContext::activate(*device);
+    if (!context) return std::printf("%s\n", context.error().describe().c_str()), 1;
+    const DriverTable& cu = driver();
+    double us = 0;
+    if (side == "legacy") {
+        IpcMemDescriptor::Bytes bytes{};
+        if (!from_hex(std::getenv(kDescriptorVariable), bytes)) return std::printf("no descriptor\n"), 1;
+        auto descriptor = IpcMemDescriptor::from_bytes(bytes.data(), bytes.size());
+        if (!descriptor) return std::printf("%s\n", descriptor.error().describe().c_str()), 1;
+        const CUipcMemHandle handle = descriptor->handle().to_cu();
+        CUdeviceptr pointer = 0;
+        const auto start = Clock::now();
+        const CUresult rc = cu.cuIpcOpenMemHandle_v11000(&pointer, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        us = elapsed_ns(start, Clock::now()) / 1000.0;
+        if (rc != CUDA_SUCCESS) return std::printf("raw open: %d\n", static_cast<int>(rc)), 1;
+        (void)cu.cuIpcCloseMemHandle_v4010(pointer);
+        std::printf("result us=%.6f\n", us);
+        return 0;
+    }
+    PoolShareInfo::Bytes info_bytes{};
+    PoolPointerDescriptor::Bytes pointer_bytes{};
+    const char* fd_text = std::getenv(kPoolFdVariable);
+    if (fd_text == nullptr || !from_hex(std::getenv(kPoolInfoVariable), info_bytes) ||
+        !from_hex(std::getenv(kPoolPointerVariable), pointer_bytes))
+        return std::printf("no pool descriptors\n"), 1;
+    auto info = PoolShareInfo::from_bytes(info_bytes.data(), info_bytes.size());
+    auto shared = PoolPointerDescriptor::from_bytes(pointer_bytes.data(), pointer_bytes.size());
+    if (!info || !shared) return std::printf("bad pool descriptors\n"), 1;
+    // import_pool closes the descriptor it is given: a duplicate, so the
+    // inherited one stays for nobody (this process imports once).
+    auto pool = import_pool(ExportedPool{FileDescriptor(::dup(std::atoi(fd_text))), *info});
+    if (!pool) return std::printf("%s\n", pool.error().describe().c_str()), 1;
+    if (side == "raw") {
+        CUmemPoolPtrExportData data = shared->handle().to_cu();
+        CUdeviceptr pointer = 0;
+        const auto start = Clock::now();
+        const CUresult rc = cu.cuMemPoolImportPointer_v11020(&pointer, pool->handle(), &data);
+        us = elapsed_ns(start, Clock::now()) / 1000.0;
+        if (rc != CUDA_SUCCESS) return std::printf("raw import: %d\n", static_cast<int>(rc)), 1;
+        (void)cu.cuMemFree_v3020(pointer);
+    } else {
+        const auto start = Clock::now();
+        auto memory = import_pool_pointer(*pool, *shared);
+        us = elapsed_ns(start, Clock::now()) / 1000.0;
+        if (!memory) return std::printf("%s\n", memory.error().describe().c_str()), 1;
+    }
+    std::printf("result us=%.6f\n", us);
+    return 0;
+}
+
+const ChildRegistrar pool_import_child("pool-first-import", child_pool_import);
+
+CaseResult pool_first_import(const Settings& settings) {
+    std::string why;
+    const IpcSetup* s = setup(why);
+    if (s == nullptr) return skipped(why);
+    if (!has_entry(&DriverTable::cuMemPoolImportPointer_v11020) || !has_entry(&DriverTable::cuIpcOpenMemHandle_v11000))
+        return skipped("the driver lacks the pool entries (11.2+) or the 11.0 IPC open");
+    auto pool = MemoryPool::create(PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor));
+    if (!pool) return skipped(pool.error().describe());
+    auto stream = Stream::create();
+    if (!stream) return failed(stream.error().describe());
+    auto buffer = StreamOrderedBuffer<std::uint8_t>::allocate(*pool, kBytes, *stream);
+    if (!buffer) return failed(buffer.error().describe());
+    if (auto done = stream->synchronize(); !done) return failed(done.error().describe());
+    auto exported = export_pool(*pool);
+    if (!exported) return failed(exported.error().describe());
+    auto pointer = export_pool_pointer(*pool, *buffer);
+    if (!pointer) return failed(pointer.error().describe());
+    auto legacy = export_ipc_memory(s->buffer);
+    if (!legacy) return failed(legacy.error().describe());
+    // The children inherit a copy of the pool's descriptor.
+    const int inherited = ::fcntl(exported->fd.get(), F_DUPFD, 3);
+    if (inherited < 0) return failed("could not duplicate the pool's descriptor");
+    ::setenv(kPoolFdVariable, std::to_string(inherited).c_str(), 1);
+    ::setenv(kPoolInfoVariable, to_hex(exported->info.to_bytes()).c_str(), 1);
+    ::setenv(kPoolPointerVariable, to_hex(pointer->to_bytes()).c_str(), 1);
+    ::setenv(kDescriptorVariable, to_hex(legacy->to_bytes()).c_str(), 1);
+    const int processes = settings.value_or_processes(15);
+    CaseResult result;
+    std::vector<double> legacy_us;
+    const char* sides[] = {"raw", "cudyn", "legacy"};
+    std::string error;
+    for (int round = 0; round <= processes && error.empty(); ++round) {
+        for (int k = 0; k < 3 && error.empty(); ++k) {
+            const char* side = sides[(round + k) % 3];
+            ::setenv(kSideVariable, side, 1);
+            const ChildOutcome outcome = run_child("pool-first-import");
+            if (!outcome.error.empty() || outcome.exit_status != 0) {
+                error = "child pool-first-import (" + std::string(side) + "): " + outcome.error + outcome.output;
+                break;
+            }
+            if (round == 0) continue;  // the first round warms the page cache
+            const double us = field(outcome.output, "us");
+            if (side == std::string("raw")) result.raw_samples.push_back(us);
+            else if (side == std::string("cudyn")) result.cudyn_samples.push_back(us);
+            else legacy_us.push_back(us);
+        }
+    }
+    ::close(inherited);
+    for (const char* variable : {kPoolFdVariable, kPoolInfoVariable, kPoolPointerVariable, kDescriptorVariable,
+                                 kSideVariable})
+        ::unsetenv(variable);
+    if (!error.empty()) return failed(error);
+    result.operation = "the first pool pointer import of a fresh process (pool imported before), 64 MiB";
+    result.raw = median(result.raw_samples);
+    result.cudyn = median(result.cudyn_samples);
+    result.unit = "us/import";
+    result.iterations = 1;
+    result.samples = processes;
+    result.statistic = "median";
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "the first legacy cuIpcOpenMemHandle_v2 of a fresh process, same size: median %.2f us; cudyn's "
+                  "pool pointer import takes %.3fx its time",
+                  median(legacy_us), result.cudyn / median(legacy_us));
+    result.notes.push_back(line);
+    note_target(result, "first pool pointer import", 1.05);
+    return result;
+}
+
+const CaseRegistrar pool_first_import_case({"pool/first-import",
+                                            "import_pool_pointer in a fresh process vs raw cuMemPoolImportPointer, "
+                                            "and vs a legacy cuIpcOpenMemHandle_v2, one per process",
+                                            true, pool_first_import});
 
 }  // namespace
 

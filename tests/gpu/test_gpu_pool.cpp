@@ -12,7 +12,9 @@
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/memory_pool.hpp"
+#include "cudyn/pool_sharing.hpp"
 #include "cudyn/primary_context.hpp"
+#include "cudyn/shareable_memory.hpp"
 #include "cudyn/stream.hpp"
 #include "cudyn/stream_ordered_buffer.hpp"
 
@@ -135,4 +137,25 @@ TEST_CASE("a buffer outlives the program's context retain and is freed in its ow
     }
     CHECK(back == std::vector<std::uint32_t>(1 << 20, 8));
     require_ok(buffer.free());
+}
+
+TEST_CASE("fabric pools follow the fabric probe: exported where it says yes, NotSupported where no",
+          "[gpu][pool]") {
+    auto context = activate_device0();
+    require_pools();
+    const auto device = take(cudyn::Device::get(0));
+    const bool fabric = take(cudyn::probe_fabric_support(device));
+    auto pool = MemoryPool::create(PoolProperties::device(0).with_handle_types(cudyn::HandleType::Fabric));
+    if (!pool) {
+        INFO(pool.error().describe());
+        CHECK_FALSE(fabric);
+        CHECK(pool.error().code == cudyn::ErrorCode::NotSupported);
+        return;
+    }
+    auto shared = cudyn::export_pool_fabric(*pool);
+    INFO((shared ? std::string("exported") : shared.error().describe()));
+    if (fabric)
+        CHECK(shared.has_value());
+    else
+        CHECK((!shared && shared.error().code == cudyn::ErrorCode::NotSupported));
 }
