@@ -9,7 +9,10 @@
 #include "fabric_errors.hpp"
 #include "process_identity.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <vector>
 #include <string>
 
 namespace cudyn {
@@ -215,8 +218,43 @@ PoolOrigin MemoryPool::origin() const noexcept {
     return PoolOrigin{self.pid, self.token, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(handle()))};
 }
 
+namespace {
+
+// The pools keep_pool_from_destroy named (a handful at most in a process).
+struct UndestroyablePools {
+    std::mutex mutex;
+    std::vector<CUmemoryPool> pools;
+};
+UndestroyablePools& undestroyable() {
+    static UndestroyablePools* instance = new UndestroyablePools();  // never destroyed: owners die at exit too
+    return *instance;
+}
+
+bool take_undestroyable(CUmemoryPool pool) {
+    UndestroyablePools& list = undestroyable();
+    std::lock_guard<std::mutex> lock(list.mutex);
+    const auto found = std::find(list.pools.begin(), list.pools.end(), pool);
+    if (found == list.pools.end()) return false;
+    list.pools.erase(found);
+    return true;
+}
+
+}  // namespace
+
+void detail::keep_pool_from_destroy(CUmemoryPool pool) noexcept {
+    try {
+        UndestroyablePools& list = undestroyable();
+        std::lock_guard<std::mutex> lock(list.mutex);
+        list.pools.push_back(pool);
+    } catch (...) {
+        // Out of memory for one pointer: the pool is destroyed as usual.
+    }
+}
+
 Result<void> MemoryPool::Traits::release(State& state) {
-    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool));
+    if (!take_undestroyable(state.pool)) {
+        CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool));
+    }
     state = State{};
     return ok();
 }

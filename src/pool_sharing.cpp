@@ -2,7 +2,9 @@
 // records, export and import of a pool's POSIX descriptor, export and import
 // of pointers, and the importer's owner of an imported pointer.
 #include "cudyn/pool_sharing.hpp"
+#include "cudyn/device.hpp"
 #include "cudyn/driver_call.hpp"
+#include "cudyn/shareable_memory.hpp"
 
 #include "entry_check.hpp"
 #include "fabric_errors.hpp"
@@ -187,12 +189,29 @@ Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool) {
     constexpr const char* kOperation = "export_pool_fabric";
     CUDYN_TRY(check_pool_exportable(pool, HandleType::Fabric, kOperation));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolExportToShareableHandle_v11020));
+    // Measured on an H200 with driver 580 and no IMEX channel: the pool
+    // export is refused (CUDA_ERROR_NOT_PERMITTED), and cuMemPoolDestroy of
+    // that pool then crashes inside the driver. So the export is only tried
+    // where the fabric probe (a trial on a VMM allocation, which fails
+    // cleanly) says this machine shares fabric handles.
+    const int ordinal = pool.location().kind() == LocationKind::Device ? pool.location().id() : 0;
+    CUDYN_TRY_ASSIGN(const Device device, Device::get(ordinal));
+    CUDYN_TRY_ASSIGN(const bool fabric, probe_fabric_support(device));
+    if (!fabric)
+        return Error::not_supported("cuMemPoolExportToShareableHandle",
+                                    std::string(kOperation) +
+                                        ": this machine does not share fabric handles (probe_fabric_support: no IMEX "
+                                        "channel, or the device lacks them); share the pool with export_pool");
     PoolFabricDescriptor descriptor;
     if (auto exported = call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020,
                                     static_cast<void*>(descriptor.handle_.driver_output()), pool.handle(),
                                     CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
-        !exported)
+        !exported) {
+        // Refused after all: the pool must not be destroyed (see above); it
+        // is let go of without the driver when its owner goes.
+        detail::keep_pool_from_destroy(pool.handle());
         return detail::fabric_error(std::move(exported).error(), kOperation);
+    }
     descriptor.info_ = share_info(pool);
     return descriptor;
 }

@@ -35,6 +35,10 @@ namespace cudyn {
 class Device;
 namespace detail {
 struct PoolImport;  // pool_sharing.cpp: builds the importer's state
+// Marks a pool the driver cannot destroy safely (one whose fabric export the
+// driver refused: cuMemPoolDestroy of it crashed in driver 580); its owner
+// then lets go of it without calling the driver.
+void keep_pool_from_destroy(CUmemoryPool pool) noexcept;
 }  // namespace detail
 
 // What cuMemPoolCreate is given (CUmemPoolProps). A value type, built like

@@ -236,6 +236,28 @@ TEST_CASE("a fabric pool: refused where the device lacks the type, shared as byt
         CHECK(parsed.info().origin == pool.origin());
         CHECK(parsed.handle() == shared.handle());
         require_error(cudyn::import_pool_fabric(parsed), ErrorCode::InvalidArgument, "exported by this process");
+        {
+            // No IMEX channel: the fabric probe's trial export is refused, so
+            // the pool export is never tried (driver 580 then crashes in
+            // cuMemPoolDestroy of the pool).
+            ScopedFault no_imex("cuMemExportToShareableHandle:1+:CUDA_ERROR_NOT_PERMITTED");
+            DriverSnapshot untouched({"cuMemPoolExportToShareableHandle"});
+            require_error(cudyn::export_pool_fabric(pool), ErrorCode::NotSupported, "does not share fabric handles");
+            untouched.require_untouched();
+        }
+        {
+            // The probe says yes but the pool export is refused: NotSupported,
+            // and the pool is let go of without cuMemPoolDestroy.
+            auto doomed = take(MemoryPool::create(fabric));
+            {
+                ScopedFault refused("cuMemPoolExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
+                require_error(cudyn::export_pool_fabric(doomed), ErrorCode::NotSupported, "IMEX");
+            }
+            DriverSnapshot untouched({"cuMemPoolDestroy"});
+            require_ok(doomed.destroy());
+            CHECK(doomed.empty());
+            untouched.require_untouched();
+        }
 
         ParentSide side = start_child("pool-fabric-consumer");
         require_ok(send_bytes(side.channel, kRawBytes, bytes));
