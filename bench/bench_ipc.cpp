@@ -350,6 +350,25 @@ int child_first_open() {
 
 const ChildRegistrar first_open_child("ipc-first-open", child_first_open);
 
+// Runs `child` once per side per round, `processes` counted rounds after one
+// that warms the page cache, the order of the three sides rotating each
+// round; the side's name is in kSideVariable. `take(side, output)` gets each
+// counted child's output. The failure of a child, or empty.
+template <typename Take>
+std::string run_side_rounds(const char* child, const char* const (&sides)[3], int processes, Take take) {
+    for (int round = 0; round <= processes; ++round) {
+        for (int k = 0; k < 3; ++k) {
+            const char* side = sides[(round + k) % 3];
+            ::setenv(kSideVariable, side, 1);
+            const ChildOutcome outcome = run_child(child);
+            if (!outcome.error.empty() || outcome.exit_status != 0)
+                return "child " + std::string(child) + " (" + side + "): " + outcome.error + outcome.output;
+            if (round != 0) take(std::string(side), outcome.output);
+        }
+    }
+    return {};
+}
+
 CaseResult first_open(const Settings& settings) {
     std::string why;
     const IpcSetup* s = setup(why);
@@ -362,31 +381,25 @@ CaseResult first_open(const Settings& settings) {
     std::vector<double> checked;
     std::vector<double> raw_faults;
     std::vector<double> cudyn_faults;
-    // Pair 0 warms the page cache; the order of the three sides rotates.
-    const char* sides[] = {"raw", "cudyn", "raw-checked"};
-    for (int round = 0; round <= processes; ++round) {
-        for (int k = 0; k < 3; ++k) {
-            const char* side = sides[(round + k) % 3];
-            ::setenv(kSideVariable, side, 1);
-            const ChildOutcome outcome = run_child("ipc-first-open");
-            if (!outcome.error.empty() || outcome.exit_status != 0) {
-                ::unsetenv(kDescriptorVariable);
-                ::unsetenv(kSideVariable);
-                return failed("child ipc-first-open: " + outcome.error + outcome.output);
-            }
-            if (round == 0) continue;
-            const double us = field(outcome.output, "us");
-            const double faults = field(outcome.output, "faults");
-            if (side == std::string("raw")) {
+    const char* const sides[] = {"raw", "cudyn", "raw-checked"};
+    const std::string error =
+        run_side_rounds("ipc-first-open", sides, processes, [&](const std::string& side, const std::string& output) {
+            const double us = field(output, "us");
+            const double faults = field(output, "faults");
+            if (side == "raw") {
                 result.raw_samples.push_back(us);
                 raw_faults.push_back(faults);
-            } else if (side == std::string("cudyn")) {
+            } else if (side == "cudyn") {
                 result.cudyn_samples.push_back(us);
                 cudyn_faults.push_back(faults);
             } else {
                 checked.push_back(us);
             }
-        }
+        });
+    if (!error.empty()) {
+        ::unsetenv(kDescriptorVariable);
+        ::unsetenv(kSideVariable);
+        return failed(error);
     }
     char line[200];
     std::snprintf(line, sizeof line,
@@ -511,24 +524,14 @@ CaseResult pool_first_import(const Settings& settings) {
     const int processes = settings.value_or_processes(15);
     CaseResult result;
     std::vector<double> legacy_us;
-    const char* sides[] = {"raw", "cudyn", "legacy"};
-    std::string error;
-    for (int round = 0; round <= processes && error.empty(); ++round) {
-        for (int k = 0; k < 3 && error.empty(); ++k) {
-            const char* side = sides[(round + k) % 3];
-            ::setenv(kSideVariable, side, 1);
-            const ChildOutcome outcome = run_child("pool-first-import");
-            if (!outcome.error.empty() || outcome.exit_status != 0) {
-                error = "child pool-first-import (" + std::string(side) + "): " + outcome.error + outcome.output;
-                break;
-            }
-            if (round == 0) continue;  // the first round warms the page cache
-            const double us = field(outcome.output, "us");
-            if (side == std::string("raw")) result.raw_samples.push_back(us);
-            else if (side == std::string("cudyn")) result.cudyn_samples.push_back(us);
+    const char* const sides[] = {"raw", "cudyn", "legacy"};
+    const std::string error =
+        run_side_rounds("pool-first-import", sides, processes, [&](const std::string& side, const std::string& output) {
+            const double us = field(output, "us");
+            if (side == "raw") result.raw_samples.push_back(us);
+            else if (side == "cudyn") result.cudyn_samples.push_back(us);
             else legacy_us.push_back(us);
-        }
-    }
+        });
     ::close(inherited);
     for (const char* variable : {kPoolFdVariable, kPoolInfoVariable, kPoolPointerVariable, kDescriptorVariable,
                                  kSideVariable})

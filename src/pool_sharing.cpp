@@ -33,17 +33,23 @@ Result<void> validate_origin(const PoolOrigin& origin, const std::string& what) 
 
 namespace detail {
 
+// A PoolShareInfo's fields, which the fabric descriptor carries too.
+template <typename Wire, typename Info>
+constexpr void share_info_fields(Wire& wire, Info& info) {
+    wire.u64(info.origin.exporter_pid);
+    wire.u64(info.origin.exporter_token);
+    wire.u64(info.origin.pool_id);
+    wire.u32(info.device);
+    wire.reserved(4);
+}
+
 template <>
 struct WireLayout<PoolShareInfo> {
     static constexpr char kMagic[9] = "CUDYNPLS";
     static constexpr const char* kName = kPoolInfo;
     template <typename Wire, typename Record>
     static constexpr void fields(Wire& wire, Record& info) {
-        wire.u64(info.origin.exporter_pid);
-        wire.u64(info.origin.exporter_token);
-        wire.u64(info.origin.pool_id);
-        wire.u32(info.device);
-        wire.reserved(4);
+        share_info_fields(wire, info);
     }
 };
 
@@ -53,11 +59,7 @@ struct WireLayout<PoolFabricDescriptor> {
     static constexpr const char* kName = "PoolFabricDescriptor";
     template <typename Wire, typename Record>
     static constexpr void fields(Wire& wire, Record& descriptor) {
-        wire.u64(descriptor.info_.origin.exporter_pid);
-        wire.u64(descriptor.info_.origin.exporter_token);
-        wire.u64(descriptor.info_.origin.pool_id);
-        wire.u32(descriptor.info_.device);
-        wire.reserved(4);
+        share_info_fields(wire, descriptor.info_);
         wire.handle(descriptor.handle_);
     }
 };

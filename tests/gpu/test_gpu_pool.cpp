@@ -159,3 +159,18 @@ TEST_CASE("fabric pools follow the fabric probe: exported where it says yes, Not
     else
         CHECK((!shared && shared.error().code == cudyn::ErrorCode::NotSupported));
 }
+
+TEST_CASE("CUDA 13's managed pools: a pool where the driver has one, NotSupported where not", "[gpu][pool]") {
+    auto context = activate_device0();
+    for (const cudyn::Location where : {cudyn::Location::device(0), cudyn::Location::host()}) {
+        auto pool = MemoryPool::managed_default_for(where);
+        INFO(where.describe() << ": " << (pool ? std::string("a pool") : pool.error().describe()));
+        if (!pool) {
+            CHECK(pool.error().code == cudyn::ErrorCode::NotSupported);
+            continue;
+        }
+        CHECK_FALSE(pool->owned());
+        CHECK(pool->handle() != nullptr);
+        CHECK(take(MemoryPool::managed_current_for(where)).handle() == pool->handle());
+    }
+}
