@@ -335,3 +335,18 @@ TEST_CASE("on a created stream the stream keeps the context; retargeted to the l
     require_ok(stream->destroy());
     CHECK(fake.primary_ctx_refcount(0) == 0);
 }
+
+TEST_CASE("CUDA 13's managed pools: one per location, the default also the current one", "[emulated][pool]") {
+    auto context = activate(0);
+    for (const Location where : {Location::device(0), Location::device(1), Location::host()}) {
+        INFO(where.describe());
+        auto pool = take(MemoryPool::managed_default_for(where));
+        CHECK_FALSE(pool.owned());
+        CHECK(pool.handle() != nullptr);
+        CHECK(take(MemoryPool::managed_current_for(where)).handle() == pool.handle());
+        require_ok(pool.set_managed_current_for(where));
+    }
+    CHECK(take(MemoryPool::managed_default_for(Location::device(0))).handle() !=
+          take(MemoryPool::managed_default_for(Location::device(1))).handle());
+    require_error(MemoryPool::managed_default_for(Location::device(-1)), ErrorCode::InvalidArgument, "negative device ordinal");
+}

@@ -590,9 +590,14 @@ TEST_CASE("pools: CUDA 13's location-keyed pool queries", "[emulated][pool-model
     REQUIRE(cu().cuMemGetDefaultMemPool_v13000(&by_location, &location, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_SUCCESS);
     REQUIRE(cu().cuDeviceGetDefaultMemPool_v11020(&by_device, 1) == CUDA_SUCCESS);
     CHECK(by_location == by_device);
-    // Managed pools need HMM, which the modelled system lacks.
-    CHECK(cu().cuMemGetDefaultMemPool_v13000(&by_location, &location, CU_MEM_ALLOCATION_TYPE_MANAGED) ==
-          CUDA_ERROR_NOT_SUPPORTED);
+    // Managed memory has pools of its own, apart from the pinned ones (an
+    // H200 with driver 580 answered with one for device 0 and for the host).
+    CUmemoryPool managed = nullptr, managed_current = nullptr;
+    REQUIRE(cu().cuMemGetDefaultMemPool_v13000(&managed, &location, CU_MEM_ALLOCATION_TYPE_MANAGED) == CUDA_SUCCESS);
+    CHECK(managed != nullptr);
+    CHECK(managed != by_device);
+    REQUIRE(cu().cuMemGetMemPool_v13000(&managed_current, &location, CU_MEM_ALLOCATION_TYPE_MANAGED) == CUDA_SUCCESS);
+    CHECK(managed_current == managed);
     location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
     CHECK(cu().cuMemGetDefaultMemPool_v13000(&by_location, &location, CU_MEM_ALLOCATION_TYPE_PINNED) ==
           CUDA_ERROR_INVALID_VALUE);

@@ -1125,8 +1125,13 @@ CUresult get_access(CUmemAccess_flags* flags, CUmemoryPool pool, const CUmemLoca
     return CUDA_SUCCESS;
 }
 
-// CUDA 13's (location, allocation type) key; managed pools need HMM, which a
-// Hopper system without it (what the fake models) lacks.
+// CUDA 13's (location, allocation type) key. Managed memory has pools of its
+// own per location: an H200 with driver 580 (no HMM) answered
+// cuMemGetDefaultMemPool(MANAGED) with a pool for device 0 and for the host,
+// and cuMemGetMemPool with the same one. They are keyed apart from the pinned
+// pools (kManagedKey added to the location type); allocating from them is
+// not modelled.
+constexpr int kManagedKey = 0x100;
 [[maybe_unused]] CUresult typed_key(const State& st, const CUmemLocation* location, int type, Key* key) {
     if (!location) return CUDA_ERROR_INVALID_VALUE;
     if (type == CU_MEM_ALLOCATION_TYPE_MANAGED) {
@@ -1134,10 +1139,11 @@ CUresult get_access(CUmemAccess_flags* flags, CUmemoryPool pool, const CUmemLoca
         if (where == CU_MEM_LOCATION_TYPE_DEVICE && !fake::valid_device(st, location->id)) return CUDA_ERROR_INVALID_DEVICE;
         if (where == CU_MEM_LOCATION_TYPE_HOST_NUMA && (location->id < 0 || location->id >= st.numa_nodes))
             return CUDA_ERROR_INVALID_VALUE;
-        if (where != CU_MEM_LOCATION_TYPE_NONE && where != CU_MEM_LOCATION_TYPE_DEVICE &&
-            where != CU_MEM_LOCATION_TYPE_HOST && where != CU_MEM_LOCATION_TYPE_HOST_NUMA)
+        if (where != CU_MEM_LOCATION_TYPE_DEVICE && where != CU_MEM_LOCATION_TYPE_HOST &&
+            where != CU_MEM_LOCATION_TYPE_HOST_NUMA)
             return CUDA_ERROR_INVALID_VALUE;
-        return CUDA_ERROR_NOT_SUPPORTED;
+        *key = {kManagedKey + where, where == CU_MEM_LOCATION_TYPE_HOST ? 0 : location->id};
+        return CUDA_SUCCESS;
     }
     if (type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
     return pinned_key(st, *location, key);
