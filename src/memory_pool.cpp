@@ -10,7 +10,6 @@
 #include "process_identity.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <mutex>
 #include <vector>
 #include <string>
@@ -18,15 +17,6 @@
 namespace cudyn {
 
 namespace {
-
-constexpr unsigned kKnownHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
-                                       CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
-
-std::string hex(unsigned long long value) {
-    char text[24];
-    std::snprintf(text, sizeof text, "0x%llx", value);
-    return text;
-}
 
 CUmemPool_attribute reuse_attribute(PoolReuse policy) noexcept {
     switch (policy) {
@@ -37,21 +27,12 @@ CUmemPool_attribute reuse_attribute(PoolReuse policy) noexcept {
     return CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
 }
 
-// A device ordinal inside the visible devices, or InvalidArgument naming `what`.
-Result<void> check_ordinal(int ordinal, const char* what) {
-    CUDYN_TRY_ASSIGN(const int count, detail::visible_device_count());
-    if (ordinal < 0 || ordinal >= count)
-        return Error::invalid_argument(std::string(what) + ": device " + std::to_string(ordinal) +
-                                       " is not a visible device (" + std::to_string(count) + " visible)");
-    return ok();
-}
-
 // NotSupported unless the driver has `entry` and device `ordinal` reports
 // MEMORY_POOLS_SUPPORTED.
 template <typename Pfn>
 Result<void> require_pools(Pfn DriverTable::*entry, int ordinal, const char* operation) {
     CUDYN_TRY(detail::require_entry(entry));
-    CUDYN_TRY(check_ordinal(ordinal, operation));
+    // InvalidArgument for an ordinal outside the visible devices.
     CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
     if (!caps.memory_pools)
         return Error::not_supported({}, std::string(operation) + ": device " + std::to_string(ordinal) +
@@ -100,14 +81,7 @@ PoolProperties PoolProperties::with_max_size_bytes(std::size_t bytes) const noex
 }
 
 Result<void> PoolProperties::validate() const {
-    CUDYN_TRY(location_.validate("pool properties: location"));
-    if (location_.kind() == LocationKind::HostNumaCurrent)
-        return Error::invalid_argument(
-            "pool properties: location: cuMemPoolCreate does not take host NUMA current; name the node "
-            "(Location::host_numa(n))");
-    const auto bits = static_cast<unsigned>(handle_types_);
-    if ((bits & ~kKnownHandleTypes) != 0)
-        return Error::invalid_argument("pool properties: handle types: unknown bits " + hex(bits & ~kKnownHandleTypes));
+    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, "pool properties", "cuMemPoolCreate"));
 #if !defined(_WIN32)
     if (includes(handle_types_, HandleType::Win32) || includes(handle_types_, HandleType::Win32Kmt))
         return Error::invalid_argument("pool properties: handle types: Win32 handles exist only on Windows");
@@ -146,7 +120,8 @@ Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
                     {}, "MemoryPool::create: " + properties.describe() + ": " +
                             to_string(static_cast<HandleType>(wanted & ~supported)) +
                             " handles are not supported for pools on device " + std::to_string(where.id()) +
-                            " (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES is " + hex(supported) + ")");
+                            " (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: " +
+                            to_string(static_cast<HandleType>(supported)) + ")");
         }
     } else {
         // Host pools: the driver judges them (NOT_SUPPORTED comes back as NotSupported).
@@ -338,7 +313,7 @@ Result<void> MemoryPool::set_access(const AccessGrant& grant) const {
         return Error::invalid_argument("MemoryPool::set_access: unknown access flags " +
                                        std::to_string(static_cast<int>(grant.flags)));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolSetAccess_v11020));
-    CUDYN_TRY(check_ordinal(who.id(), "MemoryPool::set_access"));
+    CUDYN_TRY(detail::capabilities(who.id()));  // InvalidArgument outside the visible devices
     if (who == location()) {
         if (grant.flags != AccessFlags::ReadWrite)
             return Error::invalid_argument("MemoryPool::set_access: " + who.describe() +

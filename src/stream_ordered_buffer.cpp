@@ -65,9 +65,7 @@ Result<void> StreamOrderedMemory::Traits::release(State& state) {
     // A created stream names its own context to the driver, so the free needs
     // no context made current (saving a cuCtxGetCurrent per free); the default
     // streams mean "the current context's", which must then be this memory's.
-    const bool default_stream =
-        state.stream == nullptr || state.stream == CU_STREAM_LEGACY || state.stream == CU_STREAM_PER_THREAD;
-    if (default_stream) {
+    if (StreamRef(state.stream).is_default()) {
         const ContextScope scope(state.context);
         CUDYN_TRY(scope.status());
         CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream));

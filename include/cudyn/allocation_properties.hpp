@@ -90,6 +90,15 @@ private:
     bool gpu_direct_rdma_ = false;
 };
 
+namespace detail {
+// What every creation that takes a location and handle types (cuMemCreate,
+// cuMemPoolCreate) refuses before the driver, as InvalidArgument starting
+// with `what`: a negative id, host NUMA current (`entry` does not take it),
+// handle-type bits cudyn does not know.
+Result<void> check_location_and_handle_types(const Location& location, HandleType types, const char* what,
+                                             const char* entry);
+}  // namespace detail
+
 // cuMemGetAllocationGranularity for exactly these properties, after
 // validate() and check_supported() (which asks the driver for no attribute
 // after the first call for a device).

@@ -20,6 +20,9 @@ public:
     const detail::OwnerContext* context() const noexcept { return context_; }
     // The legacy NULL stream, as the table's legacy-stream entries read 0.
     bool is_legacy_default() const noexcept { return handle_ == nullptr || handle_ == CU_STREAM_LEGACY; }
+    // Either default stream (legacy or per-thread): work on it runs in the
+    // calling thread's current context, which the handle does not name.
+    bool is_default() const noexcept { return is_legacy_default() || handle_ == CU_STREAM_PER_THREAD; }
 
 private:
     CUstream handle_;

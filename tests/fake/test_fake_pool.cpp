@@ -207,7 +207,7 @@ TEST_CASE("pool access: the owner always, a peer when granted", "[emulated][cuda
     require_error(pool.set_access({Location::host(), AccessFlags::ReadWrite}), ErrorCode::InvalidArgument,
                   "granted to devices");
     require_error(pool.set_access({Location::device(7), AccessFlags::ReadWrite}), ErrorCode::InvalidArgument,
-                  "not a visible device");
+                  "is out of range");
     require_ok(pool.set_access({Location::device(1), AccessFlags::ReadWrite}));
     CHECK(take(pool.access(Location::device(1))) == AccessFlags::ReadWrite);
     require_ok(pool.set_access({Location::device(1), AccessFlags::None}));
@@ -260,7 +260,7 @@ TEST_CASE("pool and buffer refusals made before the driver", "[emulated][cuda11]
     require_error(StreamOrderedBuffer<std::uint32_t>::allocate(empty, 16, stream), ErrorCode::InvalidArgument,
                   "the pool is empty");
     require_error(MemoryPool::create(PoolProperties(Location::device(-1))), ErrorCode::InvalidArgument, "location");
-    require_error(MemoryPool::create(PoolProperties::device(9)), ErrorCode::InvalidArgument, "not a visible device");
+    require_error(MemoryPool::create(PoolProperties::device(9)), ErrorCode::InvalidArgument, "is out of range");
     require_error(MemoryPool::create(PoolProperties(Location::host_numa_current())), ErrorCode::InvalidArgument,
                   "host NUMA current");
     require_error(MemoryPool::create(PoolProperties::device(0).with_handle_types(static_cast<HandleType>(0x100))),
