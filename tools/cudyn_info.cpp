@@ -3,11 +3,16 @@
 //   cudyn-info                 human-readable report
 //   cudyn-info --json          one JSON object (state, library_path, driver_version, devices, entry_points)
 //   cudyn-info --require-gpu   exit 1 unless a usable device was found (a node health check)
+//   cudyn-info --require T,..  exit 3 unless every device passed those capability trials
+//   cudyn-info --schema        the JSON Schema of --json's output
 //
-// It exits 0 whenever it could report, even when no driver is installed.
+// It exits 0 whenever it could report, even when no driver is installed
+// (exit codes: README "Node health checks").
+#include "cudyn/capability_fingerprint.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/loader.hpp"
+#include "info_schema.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -23,9 +28,15 @@ struct DeviceReport {
     cudyn::ComputeCapability compute_capability;
     cudyn::DeviceCapabilities capabilities;
     std::string error;  // set when a query failed
+    bool fingerprinted = false;
+    cudyn::CapabilityFingerprint fingerprint;
+    std::string fingerprint_error;  // set when the trials could not start
 };
 
-std::vector<DeviceReport> collect_devices(std::string& error) {
+// Exit codes, documented in the README's node health check section.
+enum ExitCode { kExitOk = 0, kExitNoGpu = 1, kExitUsage = 2, kExitTrialFailed = 3 };
+
+std::vector<DeviceReport> collect_devices(std::string& error, bool trials) {
     std::vector<DeviceReport> devices;
     if (auto status = cudyn::driver_status(); !status) return devices;
     auto count = cudyn::Device::count();
@@ -53,6 +64,14 @@ std::vector<DeviceReport> collect_devices(std::string& error) {
         for (const cudyn::Error* failure : {name ? nullptr : &name.error(), memory ? nullptr : &memory.error(),
                                             cc ? nullptr : &cc.error(), caps ? nullptr : &caps.error()})
             if (failure != nullptr && report.error.empty()) report.error = failure->describe();
+        if (trials) {
+            auto fingerprint = cudyn::fingerprint_device(*device);
+            report.fingerprinted = fingerprint.has_value();
+            if (fingerprint)
+                report.fingerprint = *fingerprint;
+            else
+                report.fingerprint_error = fingerprint.error().describe();
+        }
         devices.push_back(report);
     }
     return devices;
@@ -81,9 +100,31 @@ std::string json_string(const std::string& text) {
 
 const char* json_bool(bool value) { return value ? "true" : "false"; }
 
+std::string ptx_isa_text(int isa) { return isa == 0 ? "" : std::to_string(isa / 10) + "." + std::to_string(isa % 10); }
+
+void print_json_fingerprint(const DeviceReport& d) {
+    if (!d.fingerprint_error.empty()) {
+        std::printf(", \"fingerprint_error\": %s", json_string(d.fingerprint_error).c_str());
+        return;
+    }
+    if (!d.fingerprinted) return;
+    const cudyn::CapabilityFingerprint& f = d.fingerprint;
+    std::printf(",\n     \"fingerprint\": {\"version\": %d, \"newest_ptx_isa\": %s, \"trials\": {",
+                cudyn::CapabilityFingerprint::kVersion, json_string(ptx_isa_text(f.newest_ptx_isa)).c_str());
+    for (std::size_t t = 0; t < cudyn::capability_trial_count; ++t) {
+        const cudyn::TrialResult& r = f.*cudyn::capability_trial_list[t].field;
+        std::printf("%s\n       \"%s\": {\"outcome\": \"%s\", \"driver_result\": %s, \"ms\": %.3f, \"detail\": %s}",
+                    t ? "," : "", cudyn::capability_trial_list[t].name, cudyn::to_string(r.outcome),
+                    json_string(cudyn::cuda_error_name(r.driver_result)).c_str(), r.milliseconds,
+                    json_string(r.detail).c_str());
+    }
+    std::printf("}}");
+}
+
 void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
                 const std::string& device_error) {
-    std::printf("{\n  \"state\": %s,\n", json_string(cudyn::to_string(report.state)).c_str());
+    std::printf("{\n  \"schema_version\": %d,\n", cudyn::tools::kInfoSchemaVersion);
+    std::printf("  \"state\": %s,\n", json_string(cudyn::to_string(report.state)).c_str());
     std::printf("  \"message\": %s,\n", json_string(report.message).c_str());
     std::printf("  \"requested_path\": %s,\n", json_string(report.requested_path).c_str());
     std::printf("  \"library_path\": %s,\n", json_string(report.library_path).c_str());
@@ -104,7 +145,9 @@ void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>
         for (std::size_t c = 0; c < cudyn::device_capability_count; ++c)
             std::printf("%s\"%s\": %s", c ? ", " : "", cudyn::device_capability_list[c].name,
                         json_bool(d.capabilities.*cudyn::device_capability_list[c].field));
-        std::printf("}}");
+        std::printf("}");
+        print_json_fingerprint(d);
+        std::printf("}");
     }
     std::printf("%s],\n  \"entry_points\": [", devices.empty() ? "" : "\n  ");
     for (std::size_t i = 0; i < report.entry_points.size(); ++i) {
@@ -145,6 +188,16 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
         if (!d.error.empty()) std::printf("    error: %s\n", d.error.c_str());
         for (const cudyn::DeviceCapabilityInfo& c : cudyn::device_capability_list)
             std::printf("    %-36s %-3s  %s\n", c.name, d.capabilities.*c.field ? "yes" : "no", c.description);
+        if (!d.fingerprint_error.empty()) std::printf("    trials: could not run (%s)\n", d.fingerprint_error.c_str());
+        if (!d.fingerprinted) continue;
+        std::printf("    trials (what the driver really did; --no-trials skips them):\n");
+        for (const cudyn::CapabilityTrialInfo& t : cudyn::capability_trial_list) {
+            const cudyn::TrialResult& r = d.fingerprint.*t.field;
+            std::printf("    %-36s %-9s %8.2f ms  %s\n", t.name, cudyn::to_string(r.outcome), r.milliseconds,
+                        r.detail.empty() ? t.description : r.detail.c_str());
+        }
+        if (d.fingerprint.newest_ptx_isa != 0)
+            std::printf("    %-36s %s\n", "newest PTX ISA the JIT loads", ptx_isa_text(d.fingerprint.newest_ptx_isa).c_str());
     }
     // Without an opened library every entry is trivially unresolved.
     if (report.library_path.empty() && !verbose) return;
@@ -162,11 +215,36 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
 
 void print_usage() {
     std::printf(
-        "usage: cudyn-info [--json] [--verbose] [--require-gpu]\n"
+        "usage: cudyn-info [--json] [--verbose] [--no-trials] [--require-gpu] [--require TRIAL,...] [--schema]\n"
         "  --json         print one JSON object instead of the human-readable report\n"
         "  --verbose      list every entry point and how it was resolved\n"
+        "  --no-trials    report attributes only: no capability trials (no allocation, no module load)\n"
         "  --require-gpu  exit 1 unless the driver is loaded and at least one device answered\n"
+        "  --require T,.. exit 3 unless every device's trials T (e.g. vmm_posix_fd,dma_buf) worked\n"
+        "  --schema       print the JSON Schema of --json's output and exit\n"
         "The driver is libcuda.so.1 unless CUDYN_DRIVER_PATH names another (absolute path).\n");
+}
+
+
+// The trial names of a --require list, each checked against the trial list.
+bool parse_required(const char* list, std::vector<std::size_t>& required) {
+    std::string rest = list;
+    while (!rest.empty()) {
+        const std::size_t comma = rest.find(',');
+        const std::string name = rest.substr(0, comma);
+        rest = comma == std::string::npos ? std::string() : rest.substr(comma + 1);
+        std::size_t t = 0;
+        while (t < cudyn::capability_trial_count && name != cudyn::capability_trial_list[t].name) ++t;
+        if (t == cudyn::capability_trial_count) {
+            std::fprintf(stderr, "cudyn-info: --require: no trial named '%s' (trials:", name.c_str());
+            for (const cudyn::CapabilityTrialInfo& info : cudyn::capability_trial_list)
+                std::fprintf(stderr, " %s", info.name);
+            std::fprintf(stderr, ")\n");
+            return false;
+        }
+        required.push_back(t);
+    }
+    return !required.empty();
 }
 
 }  // namespace
@@ -175,25 +253,38 @@ int main(int argc, char** argv) {
     bool json = false;
     bool verbose = false;
     bool require_gpu = false;
+    bool trials = true;
+    std::vector<std::size_t> required_trials;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (std::strcmp(argv[i], "--verbose") == 0 || std::strcmp(argv[i], "-v") == 0) {
             verbose = true;
+        } else if (std::strcmp(argv[i], "--no-trials") == 0) {
+            trials = false;
         } else if (std::strcmp(argv[i], "--require-gpu") == 0) {
             require_gpu = true;
+        } else if (std::strcmp(argv[i], "--require") == 0 && i + 1 < argc) {
+            if (!parse_required(argv[++i], required_trials)) return kExitUsage;
+        } else if (std::strcmp(argv[i], "--schema") == 0) {
+            std::fputs(cudyn::tools::info_schema().c_str(), stdout);
+            return kExitOk;
         } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
             print_usage();
-            return 0;
+            return kExitOk;
         } else {
             std::fprintf(stderr, "cudyn-info: unknown option '%s'\n", argv[i]);
             print_usage();
-            return 2;
+            return kExitUsage;
         }
+    }
+    if (!trials && !required_trials.empty()) {
+        std::fprintf(stderr, "cudyn-info: --require needs the trials; drop --no-trials\n");
+        return kExitUsage;
     }
     const cudyn::LoadReport& report = cudyn::load_report();
     std::string device_error;
-    const std::vector<DeviceReport> devices = collect_devices(device_error);
+    const std::vector<DeviceReport> devices = collect_devices(device_error, trials);
     if (json)
         print_json(report, devices, device_error);
     else
@@ -205,8 +296,25 @@ int main(int argc, char** argv) {
         if (!usable) {
             std::fprintf(stderr, "cudyn-info: no usable GPU (%s)\n",
                          report.state == cudyn::LoadState::Loaded ? "no device answered" : report.message.c_str());
-            return 1;
+            return kExitNoGpu;
         }
     }
-    return 0;
+    if (!required_trials.empty()) {
+        // Every device must pass: a job placed on this node may get any of them.
+        bool passed = !devices.empty();
+        for (const DeviceReport& d : devices) {
+            for (const std::size_t t : required_trials) {
+                const cudyn::CapabilityTrialInfo& info = cudyn::capability_trial_list[t];
+                const cudyn::TrialResult& r = d.fingerprint.*info.field;
+                if (d.fingerprinted && r.outcome == cudyn::TrialOutcome::Works) continue;
+                passed = false;
+                std::fprintf(stderr, "cudyn-info: device %d: required trial %s: %s (%s)\n", d.ordinal, info.name,
+                             d.fingerprinted ? cudyn::to_string(r.outcome) : "not run",
+                             d.fingerprinted ? r.detail.c_str() : d.fingerprint_error.c_str());
+            }
+        }
+        if (devices.empty()) std::fprintf(stderr, "cudyn-info: --require: no device to try\n");
+        if (!passed) return kExitTrialFailed;
+    }
+    return kExitOk;
 }

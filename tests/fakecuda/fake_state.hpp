@@ -203,6 +203,9 @@ struct FaultRule {
     long nth = 1;
     bool and_after = false;
     CUresult code = CUDA_ERROR_OUT_OF_MEMORY;
+    // CODE "SLOW=MS": the call does not fail but answers MS milliseconds late
+    // (a driver call that hangs, for callers that bound their waits).
+    unsigned slow_ms = 0;
     std::map<std::string, long> seen;  // per exported symbol
 };
 

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
+#include <set>
 
 namespace {
 
@@ -559,16 +561,58 @@ FAKE_API CUresult CUDAAPI cuEventElapsedTime_v2(float* pMilliseconds, CUevent hS
 // ---- modules and launches ------------------------------------------------------------------
 // The emulated device runs no code.
 
+// Modules: the fake has no JIT and runs no kernel, but it loads PTX text as
+// far as the real driver decides from the header, so a trial load (the
+// capability fingerprint's newest-PTX probe) gets the real answers: a PTX ISA
+// newer than the driver's release is CUDA_ERROR_UNSUPPORTED_PTX_VERSION, text
+// without a ".version" line is CUDA_ERROR_INVALID_PTX. A loaded module is a
+// token counted by fakecuda_live_modules until cuModuleUnload.
+namespace {
+
+// The newest PTX ISA (major * 10 + minor) of each CUDA release the variants report.
+int newest_ptx_isa() {
+    const int v = FAKECUDA_DRIVER_VERSION;
+    if (v >= 13000) return 90;
+    if (v >= 12080) return 87;
+    if (v >= 11080) return 78;
+    return 64;  // 10.1
+}
+
+struct LoadedModules {
+    std::set<CUmodule> live;
+    std::uintptr_t next = 0x6d6f6400;  // "mod": distinct from every other fake handle
+};
+LoadedModules& modules() {
+    static LoadedModules m;
+    return m;
+}
+
+}  // namespace
+
 FAKE_API CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
     FAKE_ENTER(fake::kNeedsInit);
     if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::current_context(fake::state())) return CUDA_ERROR_INVALID_CONTEXT;
-    return CUDA_ERROR_NOT_SUPPORTED;
+    const char* text = static_cast<const char*>(image);
+    const char* version = std::strstr(text, ".version ");
+    int major = 0, minor = 0;
+    if (!version || std::sscanf(version, ".version %d.%d", &major, &minor) != 2) return CUDA_ERROR_INVALID_PTX;
+    if (major * 10 + minor > newest_ptx_isa()) return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+    LoadedModules& m = modules();
+    CUmodule loaded = reinterpret_cast<CUmodule>(m.next += 0x10);
+    m.live.insert(loaded);
+    *module = loaded;
+    return CUDA_SUCCESS;
 }
 
-FAKE_API CUresult CUDAAPI cuModuleUnload(CUmodule) {
+FAKE_API CUresult CUDAAPI cuModuleUnload(CUmodule module) {
     FAKE_ENTER(fake::kNeedsInit);
-    return CUDA_ERROR_NOT_SUPPORTED;
+    return modules().live.erase(module) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FAKE_API long fakecuda_live_modules(void) {
+    std::lock_guard<std::mutex> lock(fake::state().mu);
+    return static_cast<long>(modules().live.size());
 }
 
 FAKE_API CUresult CUDAAPI cuModuleGetFunction(CUfunction*, CUmodule, const char*) {

@@ -122,6 +122,9 @@ FAKECUDA_PROBE_API unsigned long long fakecuda_device_bytes_in_use(int device);
 /* Retain count of a device's primary context; -1 for a bad device. */
 FAKECUDA_PROBE_API int fakecuda_primary_ctx_refcount(int device);
 
+/* Modules loaded by cuModuleLoadData and not yet unloaded. */
+FAKECUDA_PROBE_API long fakecuda_live_modules(void);
+
 /* --- memory pools -----------------------------------------------------------
  * Pools created by cuMemPoolCreate or cuMemPoolImportFromShareableHandle and
  * not yet destroyed (the devices' default pools are not counted). */
@@ -149,7 +152,8 @@ FAKECUDA_PROBE_API int fakecuda_pool_free_ranges(void* pool, unsigned long long*
  *         spec was set) fails; "N+" makes the Nth and every later call fail.
  *         Default 1.
  *   CODE  CUresult to return, a number or a CUDA_ERROR_* name.
- *         Default 2 (CUDA_ERROR_OUT_OF_MEMORY).
+ *         Default 2 (CUDA_ERROR_OUT_OF_MEMORY). "SLOW=MS" instead: the call
+ *         succeeds (or fails) as usual, MS milliseconds late.
  * A failing call has no side effect (outputs unwritten) but is counted by
  * fakecuda_call_count. "" clears. Replaces FAKECUDA_FAIL and resets counters.
  * A malformed rule is reported on stderr and ignored. */
@@ -220,6 +224,7 @@ typedef int (*PFN_fakecuda_primary_ctx_refcount)(int device);
 typedef long (*PFN_fakecuda_live_pools)(void);
 typedef long (*PFN_fakecuda_pending_pool_destroys)(void);
 typedef long (*PFN_fakecuda_live_pool_blocks)(void);
+typedef long (*PFN_fakecuda_live_modules)(void);
 typedef unsigned long long (*PFN_fakecuda_pool_reserved_bytes)(void* pool);
 typedef int (*PFN_fakecuda_pool_free_ranges)(void* pool, unsigned long long* addresses,
                                              unsigned long long* sizes, int capacity);

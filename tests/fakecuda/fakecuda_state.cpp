@@ -3,6 +3,9 @@
 // reads the environment, and the shared helpers of fake_state.hpp.
 #include "fake_state.hpp"
 
+#include <chrono>
+#include <thread>
+
 #if defined(_WIN32)
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
@@ -288,6 +291,14 @@ Call::Call(const char* symbol, unsigned needs) : lock_(state().mu), symbol_(symb
             if (rule.name != sym && rule.name != base) continue;
             const long n = ++rule.seen[sym];
             if (n == rule.nth || (rule.and_after && n > rule.nth)) {
+                if (rule.slow_ms != 0) {
+                    // Late, not failed: the lock is let go meanwhile, as a
+                    // real driver call blocks without stopping other threads.
+                    lock_.unlock();
+                    std::this_thread::sleep_for(std::chrono::milliseconds(rule.slow_ms));
+                    lock_.lock();
+                    break;  // the rules may have changed meanwhile: stop reading them
+                }
                 done_ = true;
                 rc_ = rule.code;
                 return;
@@ -341,7 +352,11 @@ void set_fail_spec(State& st, const char* spec) {
             if (ok && c2 != std::string::npos) {
                 std::string code = item.substr(c2 + 1);
                 long v = std::strtol(code.c_str(), &end, 0);
-                if (!code.empty() && *end == '\0') {
+                if (code.rfind("SLOW=", 0) == 0) {
+                    const long ms = std::strtol(code.c_str() + 5, &end, 10);
+                    ok = ms > 0 && *end == '\0';
+                    rule.slow_ms = static_cast<unsigned>(ms);
+                } else if (!code.empty() && *end == '\0') {
                     rule.code = static_cast<CUresult>(v);
                 } else {
                     bool known = false;
@@ -351,7 +366,7 @@ void set_fail_spec(State& st, const char* spec) {
             }
         }
         if (!ok) {
-            std::fprintf(stderr, "fakecuda: fault rule '%s' ignored (want NAME[:N[+][:CODE]])\n",
+            std::fprintf(stderr, "fakecuda: fault rule '%s' ignored (want NAME[:N[+][:CODE|:SLOW=MS]])\n",
                          item.c_str());
             continue;
         }

@@ -40,6 +40,8 @@ public:
     long live_allocations() const { return function<PFN_fakecuda_live_allocations>("fakecuda_live_allocations")(); }
     long live_streams() const { return function<PFN_fakecuda_live_streams>("fakecuda_live_streams")(); }
     long live_events() const { return function<PFN_fakecuda_live_events>("fakecuda_live_events")(); }
+    long live_pools() const { return function<PFN_fakecuda_live_pools>("fakecuda_live_pools")(); }
+    long live_modules() const { return function<PFN_fakecuda_live_modules>("fakecuda_live_modules")(); }
     int primary_ctx_refcount(int device) const {
         return function<PFN_fakecuda_primary_ctx_refcount>("fakecuda_primary_ctx_refcount")(device);
     }

@@ -1,0 +1,129 @@
+#include "info_schema.hpp"
+
+#include "cudyn/capability_fingerprint.hpp"
+#include "cudyn/device_capabilities.hpp"
+#include "cudyn/load_report.hpp"
+
+#include <initializer_list>
+#include <string>
+
+namespace cudyn::tools {
+
+namespace {
+
+std::string quoted(const std::string& text) { return "\"" + text + "\""; }
+
+std::string typed(const char* type, const char* description) {
+    return std::string("{\"type\": \"") + type + "\", \"description\": " + quoted(description) + "}";
+}
+
+std::string string_enum(std::initializer_list<const char*> values, const char* description) {
+    std::string out = "{\"type\": \"string\", \"enum\": [";
+    const char* separator = "";
+    for (const char* value : values) {
+        out += separator + quoted(value);
+        separator = ", ";
+    }
+    return out + "], \"description\": " + quoted(description) + "}";
+}
+
+// An object with these (name, schema) properties, all of them required.
+std::string object(std::initializer_list<std::pair<std::string, std::string>> properties, const char* description,
+                   std::initializer_list<const char*> optional = {}) {
+    std::string props, required;
+    for (const auto& [name, schema] : properties) {
+        props += (props.empty() ? "" : ", ") + quoted(name) + ": " + schema;
+        bool is_optional = false;
+        for (const char* o : optional) is_optional = is_optional || name == o;
+        if (!is_optional) required += (required.empty() ? "" : ", ") + quoted(name);
+    }
+    return "{\"type\": \"object\", \"description\": " + quoted(description) + ", \"required\": [" + required +
+           "], \"properties\": {" + props + "}}";
+}
+
+std::string capabilities_schema() {
+    std::string props, required;
+    for (const DeviceCapabilityInfo& c : device_capability_list) {
+        props += (props.empty() ? "" : ", ") + quoted(c.name) + ": " + typed("boolean", c.description);
+        required += (required.empty() ? "" : ", ") + quoted(c.name);
+    }
+    return "{\"type\": \"object\", \"description\": \"device attributes, one flag per capability (non-zero is true)\", "
+           "\"required\": [" + required + "], \"properties\": {" + props + "}}";
+}
+
+std::string trial_schema(const char* description) {
+    return object({{"outcome", string_enum({to_string(TrialOutcome::Works), to_string(TrialOutcome::Refused),
+                                            to_string(TrialOutcome::Failed), to_string(TrialOutcome::Skipped),
+                                            to_string(TrialOutcome::TimedOut)},
+                                           "works: the driver did it and took it back; refused: it answered that it "
+                                           "cannot; failed: something else went wrong; skipped: not tried; "
+                                           "timed_out: no answer in time")},
+                   {"driver_result", typed("string", "the CUresult name that decided it (CUDA_SUCCESS when none)")},
+                   {"ms", typed("number", "how long the trial took, in milliseconds")},
+                   {"detail", typed("string", "why, in words; empty when it works")}},
+                  description);
+}
+
+std::string fingerprint_schema() {
+    std::string trials, required;
+    for (const CapabilityTrialInfo& t : capability_trial_list) {
+        trials += (trials.empty() ? "" : ", ") + quoted(t.name) + ": " + trial_schema(t.description);
+        required += (required.empty() ? "" : ", ") + quoted(t.name);
+    }
+    const std::string trials_schema =
+        "{\"type\": \"object\", \"description\": \"one trial per capability: the driver asked to do it once\", "
+        "\"required\": [" + required + "], \"properties\": {" + trials + "}}";
+    return object({{"version", typed("integer", "the fingerprint's version; trials are only ever added")},
+                   {"newest_ptx_isa", typed("string", "the newest PTX ISA the driver's JIT loaded (\\\"9.0\\\"), "
+                                                      "empty when none")},
+                   {"trials", trials_schema}},
+                  "what the device really did, from trials (absent with --no-trials)");
+}
+
+}  // namespace
+
+std::string info_schema() {
+    const std::string device = object(
+        {{"ordinal", typed("integer", "the device's ordinal")},
+         {"name", typed("string", "the device's name")},
+         {"total_memory", typed("integer", "bytes of device memory")},
+         {"compute_capability", typed("string", "major.minor")},
+         {"error", typed("string", "the first query that failed, when one did")},
+         {"capabilities", capabilities_schema()},
+         {"fingerprint", fingerprint_schema()},
+         {"fingerprint_error", typed("string", "why the trials could not run, when they could not")}},
+        "one device", {"error", "fingerprint", "fingerprint_error"});
+    const std::string entry = object(
+        {{"name", typed("string", "the base name asked for (cuMemAlloc)")},
+         {"abi_symbol", typed("string", "the ABI's symbol (cuMemAlloc_v2)")},
+         {"version", typed("integer", "the ABI version asked for")},
+         {"required", typed("boolean", "present in every driver cudyn supports")},
+         {"resolved", typed("boolean", "the driver gave this entry")},
+         {"via", string_enum({to_string(ResolvedVia::ProcAddressV2), to_string(ResolvedVia::ProcAddress),
+                              to_string(ResolvedVia::Dlsym), to_string(ResolvedVia::None)},
+                             "how it was resolved")}},
+        "one driver entry point");
+    const std::string root = object(
+        {{"schema_version", typed("integer", "this schema's version; fields are only ever added")},
+         {"state", string_enum({to_string(LoadState::Loaded), to_string(LoadState::NotFound),
+                                to_string(LoadState::Stub), to_string(LoadState::InitFailed),
+                                to_string(LoadState::Refused)},
+                               "what happened when the driver was loaded")},
+         {"message", typed("string", "why, when not loaded")},
+         {"requested_path", typed("string", "the library asked for")},
+         {"library_path", typed("string", "the library opened, empty when none")},
+         {"driver_version", typed("integer", "cuDriverGetVersion (13000 is CUDA 13.0); 0 when unknown")},
+         {"init_result", typed("integer", "cuInit's CUresult")},
+         {"init_result_name", typed("string", "its name")},
+         {"load_ms", typed("number", "how long loading took, in milliseconds")},
+         {"device_error", typed("string", "why devices could not be listed, when they could not")},
+         {"devices", "{\"type\": \"array\", \"description\": \"every device the driver lists\", \"items\": " + device + "}"},
+         {"entry_points", "{\"type\": \"array\", \"description\": \"every entry point of the runtime table\", "
+                          "\"items\": " + entry + "}"}},
+        "cudyn-info --json");
+    // The draft and identity go first; object() builds the rest.
+    return "{\"$schema\": \"https://json-schema.org/draft/2020-12/schema\", \"$id\": \"cudyn-info/" +
+           std::to_string(kInfoSchemaVersion) + "\", " + root.substr(1) + "\n";
+}
+
+}  // namespace cudyn::tools
