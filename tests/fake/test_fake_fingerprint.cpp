@@ -85,6 +85,24 @@ TEST_CASE("a trial tells a refusal behind a 'yes' attribute from a failure, and 
         CHECK(print.vmm.outcome == TrialOutcome::Works);
         before.require_unchanged();  // the refused export's memory was released
     }
+    SECTION("fabric advertised without an IMEX channel: the creation is refused, the attribute still says yes") {
+        const Baseline before;
+        if (take(device.attribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)) == 0) {
+            // CUDA 11.8 has no fabric handles: the attribute and the trial agree.
+            const CapabilityFingerprint print = fingerprint_of_device0();
+            CHECK(print.vmm_fabric.outcome == TrialOutcome::Refused);
+            CHECK(print.vmm_fabric.driver_result == CUDA_ERROR_NOT_SUPPORTED);
+        } else {
+            FakeDriver::loaded().set_imex_channel(false);
+            const CapabilityFingerprint print = fingerprint_of_device0();
+            FakeDriver::loaded().set_imex_channel(true);
+            CHECK(print.vmm_fabric.outcome == TrialOutcome::Refused);
+            CHECK(print.vmm_fabric.driver_result == CUDA_ERROR_NOT_PERMITTED);
+            CHECK(print.fabric_export.outcome == TrialOutcome::Refused);
+            CHECK(print.vmm.outcome == TrialOutcome::Works);
+        }
+        before.require_unchanged();
+    }
     SECTION("out of memory says nothing about the capability: failed") {
         const Baseline before;
         const ScopedFault fault("cuMemCreate:1:CUDA_ERROR_OUT_OF_MEMORY");

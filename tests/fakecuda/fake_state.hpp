@@ -283,6 +283,11 @@ struct State {
     int driver_version = FAKECUDA_DRIVER_VERSION;
     int device_count = 1;
     int numa_nodes = 1;
+    // An IMEX channel for fabric handles (FAKECUDA_IMEX, default 1). Without
+    // one, cuMemCreate of fabric memory answers NOT_PERMITTED although the
+    // attribute says fabric is supported: what an H200 with driver 580 and
+    // no IMEX service answered.
+    bool imex_channel = true;
     std::array<Device, kMaxDevices> devices{};
     int peer[kMaxDevices][kMaxDevices] = {};
 

@@ -131,6 +131,11 @@ FAKE_API void fakecuda_set_peer_access(int a, int b, int can) {
     l.st.peer[a][b] = can;
 }
 
+FAKE_API void fakecuda_set_imex_channel(int present) {
+    Locked l;
+    l.st.imex_channel = present != 0;
+}
+
 FAKE_API void fakecuda_set_stream_delay_us(unsigned int us) {
     Locked l;
     l.st.stream_delay_us = us;

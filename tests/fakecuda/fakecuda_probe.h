@@ -19,6 +19,7 @@
  *   FAKECUDA_DRIVER_VERSION=N   version reported by cuDriverGetVersion and used by
  *                               cuGetProcAddress* (default: the variant's)
  *   FAKECUDA_NUMA_NODES=N       host NUMA nodes accepted in CUmemLocation (default 1)
+ *   FAKECUDA_IMEX=0|1           whether fabric memory can be created (default 1)
  *   FAKECUDA_STREAM_DELAY_US=N  each piece of stream work starts N microseconds after
  *                               it could (default 0), widening the window in which
  *                               work is still pending (see fakecuda_set_stream_delay_us)
@@ -164,6 +165,10 @@ FAKECUDA_PROBE_API void fakecuda_set_fail(const char* spec);
 FAKECUDA_PROBE_API void fakecuda_set_attribute(int device, int attribute, int value);
 /* What cuDeviceCanAccessPeer(a, b) answers (default 1 for a != b). */
 FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
+/* Whether an IMEX channel exists (overrides FAKECUDA_IMEX, default 1): without
+ * one cuMemCreate of fabric memory answers CUDA_ERROR_NOT_PERMITTED while the
+ * fabric attribute still reads 1, as on an H200 with driver 580 and no IMEX. */
+FAKECUDA_PROBE_API void fakecuda_set_imex_channel(int present);
 
 /* --- streams ----------------------------------------------------------------
  * Stream work runs later, on the fake's worker thread. Each piece starts `us`
@@ -225,6 +230,7 @@ typedef long (*PFN_fakecuda_live_pools)(void);
 typedef long (*PFN_fakecuda_pending_pool_destroys)(void);
 typedef long (*PFN_fakecuda_live_pool_blocks)(void);
 typedef long (*PFN_fakecuda_live_modules)(void);
+typedef void (*PFN_fakecuda_set_imex_channel)(int present);
 typedef unsigned long long (*PFN_fakecuda_pool_reserved_bytes)(void* pool);
 typedef int (*PFN_fakecuda_pool_free_ranges)(void* pool, unsigned long long* addresses,
                                              unsigned long long* sizes, int capacity);

@@ -340,6 +340,9 @@ FAKE_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size
     State& st = fake::state();
     if (!handle || size == 0 || !aligned(size) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult rc = check_prop(st, prop)) return rc;
+    // The granularity query takes fabric memory; creating it needs the channel.
+    if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) && !st.imex_channel)
+        return CUDA_ERROR_NOT_PERMITTED;
     if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
         size > fake::kTotalMemory - st.devices[static_cast<std::size_t>(prop->location.id)].bytes_in_use)
         return CUDA_ERROR_OUT_OF_MEMORY;

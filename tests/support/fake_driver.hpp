@@ -42,6 +42,9 @@ public:
     long live_events() const { return function<PFN_fakecuda_live_events>("fakecuda_live_events")(); }
     long live_pools() const { return function<PFN_fakecuda_live_pools>("fakecuda_live_pools")(); }
     long live_modules() const { return function<PFN_fakecuda_live_modules>("fakecuda_live_modules")(); }
+    void set_imex_channel(bool present) const {
+        function<PFN_fakecuda_set_imex_channel>("fakecuda_set_imex_channel")(present ? 1 : 0);
+    }
     int primary_ctx_refcount(int device) const {
         return function<PFN_fakecuda_primary_ctx_refcount>("fakecuda_primary_ctx_refcount")(device);
     }
