@@ -2,10 +2,12 @@
 // Skips (exit 77) where no device is present: see tests/support/test_main.cpp.
 #include "../support/catch.hpp"
 
+#include "cudyn/capability_fingerprint.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/loader.hpp"
+#include "cudyn/memory_info.hpp"
 #include "cudyn/primary_context.hpp"
 #include "cudyn/stream.hpp"
 
@@ -140,4 +142,37 @@ TEST_CASE("primary context and streams on device 0", "[gpu][context]") {
     CHECK(huge.error().entry_point == "cuMemAlloc_v2");
     CHECK(huge.error().code == cudyn::ErrorCode::OutOfMemory);
     CHECK(context->release().has_value());
+}
+
+TEST_CASE("the capability fingerprint agrees with the real driver and leaves nothing behind", "[gpu][fingerprint]") {
+    auto device = cudyn::Device::get(0);
+    REQUIRE(device.has_value());
+    auto caps = cudyn::probe_capabilities(*device);
+    REQUIRE(caps.has_value());
+    auto first = cudyn::fingerprint_device(*device);  // the first run pays the JIT's start-up
+    REQUIRE(first.has_value());
+    auto context = cudyn::PrimaryContext::activate(*device);
+    REQUIRE(context.has_value());
+    auto before = cudyn::device_memory_info(*context);
+    REQUIRE(before.has_value());
+    auto print = cudyn::fingerprint_device(*device);
+    REQUIRE(print.has_value());
+    auto after = cudyn::device_memory_info(*context);
+    REQUIRE(after.has_value());
+    // Every trial released what it made: free memory is what it was (the
+    // driver's own bookkeeping may move by a page or two, never by a granule).
+    CHECK(after->free_bytes + 2 * 1024 * 1024 > before->free_bytes);
+    for (const cudyn::CapabilityTrialInfo& trial : cudyn::capability_trial_list) {
+        INFO(trial.name << ": " << cudyn::to_string((*print.*trial.field).outcome) << " " << (*print.*trial.field).detail);
+        CHECK((*print.*trial.field).outcome != cudyn::TrialOutcome::Failed);
+        CHECK((*print.*trial.field).outcome != cudyn::TrialOutcome::TimedOut);
+    }
+    // What the attributes promise without a node-level condition, the trials confirm.
+    if (caps->virtual_memory_management) CHECK(print->vmm.outcome == cudyn::TrialOutcome::Works);
+    if (caps->posix_fd_handles) CHECK(print->vmm_posix_fd.outcome == cudyn::TrialOutcome::Works);
+    if (caps->memory_pools) CHECK(print->memory_pools.outcome == cudyn::TrialOutcome::Works);
+    if (caps->host_numa_virtual_memory_management) CHECK(print->host_numa_vmm.outcome == cudyn::TrialOutcome::Works);
+    // The JIT of a driver at least as new as these headers takes their PTX ISA.
+    CHECK(print->ptx_jit.outcome == cudyn::TrialOutcome::Works);
+    CHECK(print->newest_ptx_isa >= (CUDA_VERSION >= 13000 ? 90 : 78));
 }
