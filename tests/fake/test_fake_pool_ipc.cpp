@@ -213,6 +213,10 @@ TEST_CASE("a fabric pool: refused where the device lacks the type, shared as byt
     const FakeDriver& fake = FakeDriver::loaded();
     const auto fabric = PoolProperties::device(0).with_handle_types(HandleType::Fabric);
     {
+        // A device whose pools take POSIX fds only (the default, 0x9 as on
+        // the H200, is set again below).
+        fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                           static_cast<int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
         DriverSnapshot untouched({"cuMemPoolCreate"});
         require_error(MemoryPool::create(fabric), ErrorCode::NotSupported, "MEMPOOL_SUPPORTED_HANDLE_TYPES");
         untouched.require_untouched();

@@ -161,8 +161,9 @@ TEST_CASE("pools: default and current pools, creation checks, attributes, pointe
     props = device_props(0);
     props.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
     CHECK(cu().cuMemPoolCreate_v11020(&ignored, &props) == CUDA_ERROR_INVALID_VALUE);
-    // Not in CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES (POSIX fd only): not supported.
-    props = device_props(0, CU_MEM_HANDLE_TYPE_FABRIC);
+    // Not in CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: not supported.
+    // (13.0 takes POSIX fds and fabric handles, as the H200 reads 0x9; 11.8 fds only.)
+    props = device_props(0, CU_MEM_HANDLE_TYPE_WIN32_KMT);
     CHECK(cu().cuMemPoolCreate_v11020(&ignored, &props) == CUDA_ERROR_NOT_SUPPORTED);
 
     const long pools_before = live_pools();

@@ -1264,6 +1264,9 @@ FAKE_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUm
 #if defined(__linux__)
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && type != CU_MEM_HANDLE_TYPE_FABRIC)
         return CUDA_ERROR_NOT_SUPPORTED;
+    // A fabric pool is created without an IMEX channel (as on the H200); its
+    // export is where the channel is needed.
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC && !fake::state().imex_channel) return CUDA_ERROR_NOT_PERMITTED;
     return export_pool(pool, handle_out, type);
 #else
     return CUDA_ERROR_NOT_SUPPORTED;

@@ -135,7 +135,9 @@ void default_attributes(Device& d, int ordinal) {
     // IPC pools share memfds (fakecuda_pools.cpp): Linux only; elsewhere pools
     // are not exportable.
 #if defined(__linux__)
-    set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    // POSIX fds, and fabric handles from 12.3 (an H200 with driver 580 reads 0x9).
+    set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | (FAKE_HAS(12030) ? CU_MEM_HANDLE_TYPE_FABRIC : 0));
 #else
     set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_NONE);
 #endif
