@@ -116,9 +116,11 @@ constexpr int kVmmAttributes = 10020;      // IS_LEGACY_CUDA_IPC_CAPABLE, RANGE_
 constexpr int kPoolAttribute = 11020;      // MEMPOOL_HANDLE
 constexpr int kMappingAttributes = 11070;  // MAPPING_BASE_ADDR / MAPPING_SIZE
 
-// What cuPointerGetAttributes says about an address. An address the driver
-// does not know reads memory type 0 (the query itself succeeds). Booleans
-// sit in 4 zeroed bytes: drivers write 1 or 4 of them (the low byte counts).
+// What cuPointerGetAttributes says about an address: only attributes its
+// documentation lists for it (the MAPPING_* pair is not among them, and is
+// read on its own for VMM memory, below). An address the driver does not know
+// reads memory type 0 (the query itself succeeds). Booleans sit in 4 zeroed
+// bytes: drivers write 1 or 4 of them (the low byte counts).
 struct PointerFacts {
     unsigned int memory_type = 0;
     unsigned int managed = 0;
@@ -128,17 +130,14 @@ struct PointerFacts {
     std::size_t range_size = 0;
     unsigned long long handle_types = 0;  // the memory's, or its pool's, shareable handle types
     CUmemoryPool pool = nullptr;          // the pool it came from, else null
-    void* mapping_base = nullptr;         // VMM memory: the mapping (one physical allocation)
-    std::size_t mapping_size = 0;
-    bool knows_vmm = false;  // the driver answered the attributes that came with VMM
-    bool knows_mapping = false;
+    bool knows_vmm = false;               // the driver answered the attributes that came with VMM
 };
 
 Result<PointerFacts> read_facts(CUdeviceptr address) {
     PointerFacts facts;
     const int version = load_report().driver_version;
-    CUpointer_attribute names[10];
-    void* values[10];
+    CUpointer_attribute names[8];
+    void* values[8];
     unsigned int count = 0;
     const auto ask = [&](CUpointer_attribute name, void* value) {
         names[count] = name;
@@ -156,15 +155,35 @@ Result<PointerFacts> read_facts(CUdeviceptr address) {
         ask(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, &facts.handle_types);
     }
     if (version >= kPoolAttribute) ask(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, &facts.pool);
-    facts.knows_mapping = version >= kMappingAttributes;
-    if (facts.knows_mapping) {
-        ask(CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, &facts.mapping_base);
-        ask(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, &facts.mapping_size);
-    }
     CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttributes_v7000, count, names, values, address));
     facts.managed &= 0xff;
     facts.legacy_ipc &= 0xff;
     return facts;
+}
+
+// Where the VMM allocation mapped at `address` lies: the mapping, which is one
+// physical allocation mapped whole at offset 0 (cuMemMap takes no other
+// offset). RANGE_START_ADDR would be the whole reservation.
+struct Mapping {
+    std::uint64_t base = 0;
+    std::size_t size = 0;
+};
+
+Result<Mapping> read_mapping(CUdeviceptr address) {
+    if (load_report().driver_version < kMappingAttributes)
+        return Error::not_supported(
+            "cuPointerGetAttribute",
+            std::string(kShare) + ": this driver (" + std::to_string(load_report().driver_version) +
+                ") does not report CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR / MAPPING_SIZE (CUDA 11.7), which say "
+                "where the VMM allocation at the address is mapped; share it with export_posix_fd");
+    void* base = nullptr;
+    Mapping mapping;
+    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&base),
+                          CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, address));
+    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&mapping.size),
+                          CU_POINTER_ATTRIBUTE_MAPPING_SIZE, address));
+    mapping.base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
+    return mapping;
 }
 
 // [address, address + bytes) of an allocation [base, base + size), or from
@@ -248,27 +267,26 @@ Result<std::optional<CUmemGenericAllocationHandle>> retain_vmm(CUdeviceptr addre
 // before this returns, whatever happened.
 Result<SharedAllocation> share_vmm(CUdeviceptr address, std::optional<std::size_t> bytes, const PointerFacts& facts,
                                    CUmemGenericAllocationHandle handle) {
-    // The mapping is one physical allocation mapped whole at offset 0 (cuMemMap
-    // takes no other offset), so its size is what the peer maps. The size
-    // also stands in for the granularity where this driver cannot give one
-    // for the handle's properties (a size is always a multiple of itself).
+    // The mapping's size is what the peer maps. It also stands in for the
+    // granularity where this driver cannot give one for the handle's
+    // properties (a size is always a multiple of itself). The handle is owned
+    // from the adoption on: any failure below gives it back.
     ShareableMemoryInfo info;
-    info.size_bytes = facts.mapping_size;
-    info.granularity = facts.mapping_size;
     info.handle_type = HandleType::None;
-    if (!facts.knows_mapping || facts.mapping_size == 0) {
+    auto mapping = read_mapping(address);
+    if (!mapping || mapping->size == 0) {
         (void)call_driver(&DriverTable::cuMemRelease_v10020, handle);
-        return Error::not_supported(
-            "cuPointerGetAttributes",
-            std::string(kShare) + ": this driver (" + std::to_string(load_report().driver_version) +
-                ") does not report CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR / MAPPING_SIZE (CUDA 11.7), which say "
-                "where the VMM allocation at the address is mapped; share it with export_posix_fd");
+        if (!mapping) return std::move(mapping).error();
+        return Error::from_driver(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttribute",
+                                  std::string(kShare) + ": the driver reported a VMM mapping of 0 bytes");
     }
+    info.size_bytes = mapping->size;
+    info.granularity = mapping->size;
     CUDYN_TRY_ASSIGN(PhysicalMemory memory, detail::adopt_imported(handle, info, kShare));
-    const auto base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(facts.mapping_base));
-    CUDYN_TRY_ASSIGN(const std::uint64_t size, part_size(address, bytes, base, facts.mapping_size, "VMM mapping",
-                                                         " (VMM memory is shared one mapping, one physical "
-                                                         "allocation, at a time)"));
+    const std::uint64_t base = mapping->base;
+    CUDYN_TRY_ASSIGN(const std::uint64_t size,
+                     part_size(address, bytes, base, mapping->size, "VMM mapping",
+                               " (VMM memory is shared one mapping, one physical allocation, at a time)"));
     const AllocationProperties& properties = *memory.properties();
     const HandleType types = properties.handle_types();
     std::optional<Access::Parts> parts;
@@ -296,7 +314,7 @@ Result<SharedAllocation> share_vmm(CUdeviceptr address, std::optional<std::size_
     // The retained reference goes back now; a refusal is reported (the
     // PhysicalMemory's destructor then tries once more, silently).
     CUDYN_TRY(memory.release());
-    return Access::exported(std::move(*parts), address - base, size, facts.mapping_size);
+    return Access::exported(std::move(*parts), address - base, size, mapping->size);
 }
 
 Result<SharedAllocation> share(CUdeviceptr address, std::optional<std::size_t> bytes) {
