@@ -145,8 +145,10 @@ TEST_CASE("cuMemAlloc memory: device, legacy-IPC capable, the allocation as its 
     CHECK(cu().cuIpcGetMemHandle_v4010(&at_base, base) == CUDA_SUCCESS);
     CHECK(cu().cuIpcGetMemHandle_v4010(&at_inside, inside) == CUDA_SUCCESS);
     CHECK(std::memcmp(&at_base, &at_inside, sizeof at_base) == 0);
+    std::vector<std::uint8_t> host(64);
     CUipcMemHandle outside{};
-    CHECK(cu().cuIpcGetMemHandle_v4010(&outside, base + kMiB + 4096) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cu().cuIpcGetMemHandle_v4010(&outside, reinterpret_cast<std::uintptr_t>(host.data())) ==
+          CUDA_ERROR_INVALID_VALUE);
     REQUIRE(cu().cuMemFree_v3020(base) == CUDA_SUCCESS);
 }
 
