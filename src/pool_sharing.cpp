@@ -6,6 +6,7 @@
 #include "cudyn/driver_call.hpp"
 #include "cudyn/shareable_memory.hpp"
 
+#include "borrowed_pool.hpp"
 #include "entry_check.hpp"
 #include "fabric_errors.hpp"
 #include "process_identity.hpp"
@@ -92,7 +93,15 @@ struct PoolImport {
         state.handle_types = type;
         return MemoryPool(std::move(state));
     }
+    // A pool of this process found from one of its pointers: not owned.
+    static MemoryPool borrow(CUmemoryPool pool, const Location& location, HandleType types) {
+        return MemoryPool(pool, false, location, types);
+    }
 };
+
+MemoryPool borrowed_pool(CUmemoryPool pool, const Location& location, HandleType types) {
+    return PoolImport::borrow(pool, location, types);
+}
 
 }  // namespace detail
 

@@ -4,6 +4,7 @@
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/driver_call.hpp"
 
+#include "adopt_handle.hpp"
 #include "entry_check.hpp"
 #include "fabric_errors.hpp"
 #include "granularity.hpp"
@@ -82,8 +83,8 @@ Error fabric_error(Error error, const char* operation) {
     return refuses_fabric(error.driver_result) ? no_fabric(std::move(error), operation) : error;
 }
 
-// Builds PhysicalMemory from an imported handle.
-static Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const ShareableMemoryInfo& info,
+// Builds PhysicalMemory from an imported (or retained) handle.
+Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const ShareableMemoryInfo& info,
                                              const char* operation) {
     // The owner exists first: its destructor releases the handle if a check below fails.
     auto memory = std::make_shared<PhysicalHandle>(AllocationProperties(Location::host()));

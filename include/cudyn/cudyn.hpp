@@ -39,6 +39,7 @@
 #include "cudyn/primary_context.hpp"
 #include "cudyn/result.hpp"
 #include "cudyn/shareable_memory.hpp"
+#include "cudyn/shared_allocation.hpp"
 #include "cudyn/stream.hpp"
 #include "cudyn/stream_ordered_buffer.hpp"
 #include "cudyn/stream_ref.hpp"

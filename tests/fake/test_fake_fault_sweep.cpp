@@ -41,6 +41,7 @@
 #include "cudyn/pool_sharing.hpp"
 #include "cudyn/prefetch_plan.hpp"
 #include "cudyn/shareable_memory.hpp"
+#include "cudyn/shared_allocation.hpp"
 #include "cudyn/stream.hpp"
 #include "cudyn/stream_ordered_buffer.hpp"
 #include "cudyn/managed_buffer.hpp"
@@ -422,6 +423,105 @@ int sweep_exporter_role(int, char**) {
 }
 const cudyn_test::ChildRole sweep_exporter("fault-sweep-exporter", sweep_exporter_role);
 
+// ---- sharing any allocation ----------------------------------------------------------------------
+
+// What another process shared with share_allocation, one of each kind.
+struct PeerShares {
+    cudyn::SharedAllocation legacy;
+    cudyn::SharedAllocation vmm;
+    cudyn::SharedAllocation pool;
+};
+
+// Four granules reserved, two of POSIX-fd memory mapped at the second, filled.
+struct SharedVmm {
+    cudyn::AddressRange range = take(cudyn::AddressRange::reserve(4 * kChunk));
+    cudyn::PhysicalMemory memory = take(cudyn::PhysicalMemory::create(
+        AllocationProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor), 2 * kChunk));
+    cudyn::MappedRange mapping =
+        take(cudyn::MappedRange::map(range, kChunk, memory, {{Location::device(0), AccessFlags::ReadWrite}}));
+};
+
+std::vector<Row> share_any_rows(const PeerShares& peer) {
+    const auto opened_rows = [](const char* name, const cudyn::SharedAllocation& shared) {
+        return Row{name, [&shared](Trial& t) {
+                       t.operation([&] { return cudyn::open_shared(shared); });
+                       auto again = take(cudyn::open_shared(shared));  // nothing left claimed or mapped
+                       CHECK(all_equal(again.device_address(), again.size_bytes(), kStamp));
+                   }};
+    };
+    const auto close_row = [](const char* name, const cudyn::SharedAllocation& shared) {
+        return Row{name, [&shared](Trial& t) {
+                       auto opened = take(cudyn::open_shared(shared));
+                       t.operation([&] { return opened.close(); });
+                       if (t.injected()) {  // what the driver still holds stays held: a retry closes it
+                           CHECK_FALSE(opened.empty());
+                           require_ok(opened.close());
+                       }
+                       CHECK(opened.empty());
+                   }};
+    };
+    return {
+        {"share_allocation (cuMemAlloc memory)",
+         [](Trial& t) {
+             auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             t.operation([&] { return cudyn::share_allocation(buffer.device_address() + 256, 512); });
+         }},
+        {"share_allocation (VMM memory, a POSIX descriptor)",
+         [](Trial& t) {
+             SharedVmm vmm;
+             t.operation([&] { return cudyn::share_allocation(vmm.mapping.device_address() + 4096, 4096); });
+         }},
+        {"share_allocation (pool memory, the pool's POSIX descriptor)",
+         [](Trial& t) {
+             auto pool = take(cudyn::MemoryPool::create(
+                 cudyn::PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor)));
+             auto stream = take(cudyn::Stream::create());
+             auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+             t.operation([&] { return cudyn::share_allocation(buffer.device_address() + 256, 512); });
+             require_ok(buffer.free());
+             require_ok(stream.synchronize());
+         }},
+        opened_rows("open_shared (another process's cuMemAlloc memory)", peer.legacy),
+        opened_rows("open_shared (another process's VMM memory)", peer.vmm),
+        opened_rows("open_shared (another process's pool memory)", peer.pool),
+        close_row("OpenedAllocation::close (VMM memory)", peer.vmm),
+        close_row("OpenedAllocation::close (pool memory)", peer.pool),
+    };
+}
+
+// Shares one allocation of each kind (filled with kStamp) for the sweep's
+// open rows, then waits.
+int sweep_sharer_role(int, char**) {
+    return run_role("fault-sweep-sharer", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(1024);
+        auto pool = cudyn::MemoryPool::create(
+            cudyn::PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor));
+        auto stream = cudyn::Stream::create();
+        auto range = cudyn::AddressRange::reserve(4 * kChunk);
+        auto memory = cudyn::PhysicalMemory::create(
+            AllocationProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor), 2 * kChunk);
+        if (!ok(check, buffer, "allocate") || !ok(check, pool, "pool") || !ok(check, stream, "stream") ||
+            !ok(check, range, "reserve") || !ok(check, memory, "create"))
+            return;
+        auto mapping = cudyn::MappedRange::map(*range, kChunk, *memory, {{Location::device(0), AccessFlags::ReadWrite}});
+        auto pooled = cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(*pool, 1024, *stream);
+        if (!ok(check, mapping, "map") || !ok(check, pooled, "allocate from the pool")) return;
+        ok(check, buffer->fill(kStamp), "fill");
+        ok(check, pooled->fill(kStamp), "fill the pool memory");
+        ok(check, set_words(mapping->device_address(), 2 * kChunk, kStamp), "fill the VMM memory");
+        const CUdeviceptr parts[] = {buffer->device_address() + 256, mapping->device_address() + 4096,
+                                     pooled->device_address() + 256};
+        for (const CUdeviceptr part : parts) {
+            auto shared = cudyn::share_allocation(part, 512);
+            if (ok(check, shared, "share_allocation")) ok(check, cudyn::send_shared(channel, *shared), "send_shared");
+        }
+        ok(check, channel.receive(kDone, std::chrono::seconds(120)), "the sweep's end");
+        ok(check, pooled->free(), "free the pool memory");
+        ok(check, stream->synchronize(), "synchronize");
+    });
+}
+const cudyn_test::ChildRole sweep_sharer("fault-sweep-sharer", sweep_sharer_role);
+
 }  // namespace
 
 TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn", "[emulated][fault-sweep]") {
@@ -429,9 +529,14 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
     ParentSide side = start_child("fault-sweep-exporter");
     const auto peer_memory = take(receive_descriptor<IpcMemDescriptor>(side.channel, kMemDescriptor));
     const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
+    ParentSide sharer = start_child("fault-sweep-sharer");
+    const PeerShares peer_shares{take(cudyn::receive_shared(sharer.channel)), take(cudyn::receive_shared(sharer.channel)),
+                                 take(cudyn::receive_shared(sharer.channel))};
+    std::vector<Row> all_rows = rows(peer_memory, peer_event);
+    for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
 
     std::size_t total = 0;
-    for (const Row& row : rows(peer_memory, peer_event)) {
+    for (const Row& row : all_rows) {
         INFO("operation: " << row.name);
         Trial warm(Trial::Mode::Plain, {});
         row.body(warm);
@@ -455,4 +560,6 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
     CHECK(total > 100);
     require_ok(send_tag(side.channel, kDone));
     CHECK(side.child.wait(kChildTimeout) == 0);
+    require_ok(send_tag(sharer.channel, kDone));
+    CHECK(sharer.child.wait(kChildTimeout) == 0);
 }

@@ -477,8 +477,11 @@ TEST_CASE("the fake answers IPC calls as the driver does", "[emulated][cuda11][l
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
         CUipcMemHandle handle{};
         CHECK(cu.cuIpcGetMemHandle_v4010(nullptr, buffer.device_address()) == CUDA_ERROR_INVALID_VALUE);
-        CHECK(cu.cuIpcGetMemHandle_v4010(&handle, buffer.device_address() + 256) == CUDA_ERROR_INVALID_VALUE);  // not the base
+        // An address inside the allocation names the whole allocation (an H200 with driver 580 answered so).
+        CUipcMemHandle inside{};
+        CHECK(cu.cuIpcGetMemHandle_v4010(&inside, buffer.device_address() + 256) == CUDA_SUCCESS);
         REQUIRE(cu.cuIpcGetMemHandle_v4010(&handle, buffer.device_address()) == CUDA_SUCCESS);
+        CHECK(std::memcmp(&inside, &handle, sizeof handle) == 0);
         CUdeviceptr opened = 0;
         CHECK(cu.cuIpcOpenMemHandle_v4010(&opened, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ==
               CUDA_ERROR_INVALID_CONTEXT);  // in the exporting process

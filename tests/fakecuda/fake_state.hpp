@@ -488,6 +488,10 @@ void* block_bytes(State& st, std::uintptr_t p, std::size_t n, unsigned long long
 bool pool_address(State& st, std::uintptr_t p);
 // Whether a pool block lies in host memory (a HOST / HOST_NUMA pool).
 bool pool_on_host(const CUmemPoolHandle_st* pool);
+// Where a pool block lies, as CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR / _SIZE
+// report it: the pool's chunk that holds it (an imported block: the pages
+// mapped for it); left unchanged for anything else.
+void pool_block_mapping(const Allocation& block, std::uintptr_t* base, std::size_t* size);
 // cuMemFree of a pool block: freed at once, without waiting for stream work
 // (the driver documents that it assumes every access is done).
 CUresult pool_free_now(State& st, std::uintptr_t base);

@@ -167,9 +167,12 @@ bool process_alive(std::int32_t pid) {
 }
 
 CUresult get_mem_handle(State& st, CUipcMemHandle* handle, CUdeviceptr dptr) {
-    auto it = st.allocs.find(static_cast<std::uintptr_t>(dptr));
-    if (it == st.allocs.end() || it->second.kind != Kind::Device) return CUDA_ERROR_INVALID_VALUE;
-    const Allocation& a = it->second;
+    // Any address inside cuMemAlloc memory: the handle names the whole
+    // allocation and the opener maps its base (an H200 with driver 580
+    // exported an address 4 KiB inside one).
+    const Allocation* found = fake::find_allocation(st, static_cast<std::uintptr_t>(dptr), 0);
+    if (found == nullptr || found->kind != Kind::Device) return CUDA_ERROR_INVALID_VALUE;
+    const Allocation& a = *found;
     struct stat info {};
     if (a.shared_fd < 0 || ::fstat(a.shared_fd, &info) != 0) return CUDA_ERROR_MAP_FAILED;
     MemBlob blob{};

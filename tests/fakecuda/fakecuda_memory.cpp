@@ -156,6 +156,25 @@ void put(void* data, T value) {
     std::memcpy(data, &value, sizeof value);
 }
 
+// The block the driver maps an allocation in, as MAPPING_BASE_ADDR /
+// MAPPING_SIZE report it (an H200 with driver 580): cuMemAlloc memory lies in
+// a 2 MiB block (small allocations share one; here, the 2 MiB-aligned blocks
+// that hold the allocation), a pool allocation in the pool's chunk, and VMM
+// memory is its own mapping (left as it is, like every other kind). So the
+// mapping differs from the allocation (RANGE_START_ADDR / RANGE_SIZE) where
+// the real driver's does.
+void block_of(const Allocation& a, std::uintptr_t* base, std::size_t* size) {
+    constexpr std::uintptr_t kBlock = std::uintptr_t{2} << 20;
+    if (a.kind == Kind::Device) {
+        const std::uintptr_t first = a.base / kBlock * kBlock;
+        const std::uintptr_t end = (a.base + a.size + kBlock - 1) / kBlock * kBlock;
+        *base = first;
+        *size = static_cast<std::size_t>(end - first);
+    } else if (a.kind == Kind::Pool) {
+        fake::pool_block_mapping(a, base, size);
+    }
+}
+
 // Writes one attribute of a tracked allocation. CUDA_ERROR_INVALID_VALUE where
 // the attribute has no value for this memory (a device pointer of unmapped
 // host memory, a host pointer of device memory).
@@ -205,8 +224,17 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
                            : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: put<CUmemoryPool>(data, a.pool); return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: put<size_t>(data, a.size); return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: put<void*>(data, reinterpret_cast<void*>(visible_base)); return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: {
+        std::uintptr_t mapping_base = visible_base;
+        std::size_t mapping_size = a.size;
+        block_of(a, &mapping_base, &mapping_size);
+        if (attr == CU_POINTER_ATTRIBUTE_MAPPING_SIZE)
+            put<size_t>(data, mapping_size);
+        else
+            put<void*>(data, reinterpret_cast<void*>(mapping_base));
+        return CUDA_SUCCESS;
+    }
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: put<unsigned long long>(data, a.buffer_id); return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: put<bool>(data, false); return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;

@@ -649,6 +649,21 @@ bool pool_on_host(const CUmemPoolHandle_st* pool) {
     return pool != nullptr && pool->location_type != CU_MEM_LOCATION_TYPE_DEVICE;
 }
 
+void pool_block_mapping(const Allocation& block, std::uintptr_t* base, std::size_t* size) {
+    const Pool* pool = block.pool;
+    if (block.kind != Kind::Pool || pool == nullptr) return;
+    if (pool->imported) {
+        *base = reinterpret_cast<std::uintptr_t>(block.mapping);
+        *size = block.mapping_size;
+        return;
+    }
+    auto chunk = pool->chunks.upper_bound(block.base);
+    if (chunk == pool->chunks.begin()) return;
+    --chunk;
+    *base = chunk->first;
+    *size = chunk->second.size;
+}
+
 CUresult pool_free_now(State& st, std::uintptr_t base) {
     sweep(st);
     auto it = st.allocs.find(base);
