@@ -131,6 +131,11 @@ FAKE_API void fakecuda_set_peer_access(int a, int b, int can) {
     l.st.peer[a][b] = can;
 }
 
+FAKE_API void fakecuda_set_dma_buf_pcie(int on) {
+    Locked l;
+    l.st.dma_buf_pcie = on != 0;
+}
+
 FAKE_API void fakecuda_set_stream_delay_us(unsigned int us) {
     Locked l;
     l.st.stream_delay_us = us;
