@@ -9,6 +9,7 @@
 #include "granularity.hpp"
 
 #include <cstdio>
+#include <utility>
 
 namespace cudyn {
 
@@ -101,7 +102,7 @@ Result<void> AllocationProperties::check_supported() const {
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemCreate_v10020));
     // From the per-device cache: after the first call for a device this asks
     // the driver nothing (a host location asks for the current context's device).
-    const int ordinal = detail::judging_device(location_);
+    CUDYN_TRY_ASSIGN(const int ordinal, detail::judging_device(location_));
     auto caps = detail::capabilities(ordinal);
     if (!caps) return caps.error();
     const std::string on = "device " + std::to_string(ordinal);
@@ -156,10 +157,12 @@ std::string AllocationProperties::describe() const {
 
 namespace detail {
 
-int judging_device(const Location& location) {
+Result<int> judging_device(const Location& location) {
     if (location.kind() == LocationKind::Device) return location.id();
     auto current = current_context_device();
-    return current ? static_cast<int>(*current) : 0;
+    if (current) return static_cast<int>(*current);
+    if (current.error().driver_result == CUDA_ERROR_INVALID_CONTEXT) return 0;  // none is current
+    return std::move(current).error();
 }
 
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which) {

@@ -34,13 +34,6 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
                                               GrowableBufferOptions options) {
     CUDYN_TRY(properties.validate());
     if (capacity == 0) return Error::invalid_argument("GrowableBuffer::create: capacity must be non-zero");
-    if (options.access.empty()) {
-        // Host memory: the device that judged its support, and the host itself.
-        if (properties.location().is_host())
-            options.access.push_back({Location::device(detail::judging_device(properties.location())),
-                                      AccessFlags::ReadWrite});
-        options.access.push_back({properties.location(), AccessFlags::ReadWrite});
-    }
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
     CUDYN_TRY(properties.check_supported());
     auto granularity = detail::query_granularity(properties, Granularity::Minimum);
@@ -59,6 +52,14 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
     if (!round_up(capacity, chunk, &reserved))
         return Error::invalid_argument("GrowableBuffer::create: capacity " + std::to_string(capacity) +
                                        " rounded up to whole chunks overflows");
+    if (options.access.empty()) {
+        // Host memory: the device that judges its support, and the host itself.
+        if (properties.location().is_host()) {
+            CUDYN_TRY_ASSIGN(const int device, detail::judging_device(properties.location()));
+            options.access.push_back({Location::device(device), AccessFlags::ReadWrite});
+        }
+        options.access.push_back({properties.location(), AccessFlags::ReadWrite});
+    }
     CUDYN_TRY(detail::check_grants(properties.location(), options.access.data(), options.access.size()));
     auto context = detail::OwnerContext::current();
     if (!context) return context.error();
