@@ -71,6 +71,12 @@ class Driver:
     def cap(self, name):
         return bool(self.capabilities.get(name))
 
+    def predates(self, entries=(), caps=()):
+        """A report written before cudyn listed these entries or capabilities
+        (a committed real-driver report): its cell cannot be measured."""
+        listed = {(e["name"], e["version"]) for e in self.report["entry_points"]}
+        return any(e not in listed for e in entries) or any(c not in self.capabilities for c in caps)
+
 
 def loader_row(d):
     if d.report["state"] != "loaded":
@@ -93,6 +99,20 @@ def yes_if(condition, otherwise="NotSupported"):
     return "yes" if condition else otherwise
 
 
+# A cell of a feature newer than the committed report it comes from.
+NOT_IN_REPORT = "not in this report"
+
+
+def host_vmm_cell(d):
+    """Plain host and host NUMA placement have an attribute each."""
+    if not d.has("cuMemCreate", 10020):
+        return "NotSupported"
+    host, numa = d.cap("host_virtual_memory_management"), d.cap("host_numa_virtual_memory_management")
+    if host and numa:
+        return "yes"
+    return "host only" if host else "host NUMA only" if numa else "NotSupported"
+
+
 ROWS = [
     ("driver loaded (version, entries resolved, how)", loader_row),
     ("`DeviceBuffer`, `DeviceSpan`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
@@ -109,6 +129,11 @@ ROWS = [
      feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("posix_fd_handles")))),
     ("fabric handles (also need an IMEX channel)",
      feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("fabric_handles")))),
+    ("host memory in VMM (`AllocationProperties::host()` / `host_numa(n)`)",
+     feature(lambda d: host_vmm_cell(d))),
+    ("dma-buf export (`export_dma_buf`)",
+     feature(lambda d: NOT_IN_REPORT if d.predates([("cuMemGetHandleForAddressRange", 11070)], ["dma_buf"])
+             else yes_if(d.has("cuMemGetHandleForAddressRange", 11070) and d.cap("dma_buf")))),
     ("memory pools (`MemoryPool`), `StreamOrderedBuffer`",
      feature(lambda d: yes_if(d.has("cuMemPoolCreate", 11020) and d.cap("memory_pools")))),
     ("legacy IPC memory (`OpenedMem`), IPC events",

@@ -25,4 +25,8 @@ Result<void> apply_access(CUdeviceptr address, std::size_t bytes, const AccessGr
 // d, for every device granted more than no access.
 std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noexcept;
 
+// Whether the host may touch the memory after these grants: the last grant
+// naming a host location decides (any flags but None); `before` when none does.
+bool host_granted(const AccessGrant* grants, std::size_t count, bool before) noexcept;
+
 }  // namespace cudyn::detail

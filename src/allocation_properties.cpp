@@ -9,6 +9,7 @@
 #include "granularity.hpp"
 
 #include <cstdio>
+#include <utility>
 
 namespace cudyn {
 
@@ -42,13 +43,6 @@ std::string hex(unsigned value) {
     char text[16];
     std::snprintf(text, sizeof text, "0x%x", value);
     return text;
-}
-
-// Host VMM is judged by the device of the current context, else device 0.
-int judging_ordinal(const Location& location) {
-    if (location.kind() == LocationKind::Device) return location.id();
-    auto current = detail::current_context_device();
-    return current ? static_cast<int>(*current) : 0;
 }
 
 }  // namespace
@@ -108,7 +102,7 @@ Result<void> AllocationProperties::check_supported() const {
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemCreate_v10020));
     // From the per-device cache: after the first call for a device this asks
     // the driver nothing (a host location asks for the current context's device).
-    const int ordinal = judging_ordinal(location_);
+    CUDYN_TRY_ASSIGN(const int ordinal, detail::judging_device(location_));
     auto caps = detail::capabilities(ordinal);
     if (!caps) return caps.error();
     const std::string on = "device " + std::to_string(ordinal);
@@ -162,6 +156,14 @@ std::string AllocationProperties::describe() const {
 }
 
 namespace detail {
+
+Result<int> judging_device(const Location& location) {
+    if (location.kind() == LocationKind::Device) return location.id();
+    auto current = current_context_device();
+    if (current) return static_cast<int>(*current);
+    if (current.error().driver_result == CUDA_ERROR_INVALID_CONTEXT) return 0;  // none is current
+    return std::move(current).error();
+}
 
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which) {
     const CUmemAllocationProp prop = properties.to_cu();

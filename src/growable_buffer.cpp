@@ -8,6 +8,7 @@
 #include "entry_check.hpp"
 #include "granularity.hpp"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -33,13 +34,6 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
                                               GrowableBufferOptions options) {
     CUDYN_TRY(properties.validate());
     if (capacity == 0) return Error::invalid_argument("GrowableBuffer::create: capacity must be non-zero");
-    if (options.access.empty()) {
-        if (properties.location().kind() != LocationKind::Device)
-            return Error::invalid_argument("GrowableBuffer::create: access: memory on " +
-                                           properties.location().describe() +
-                                           " needs explicit grants (no device owns it)");
-        options.access.push_back({properties.location(), AccessFlags::ReadWrite});
-    }
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
     CUDYN_TRY(properties.check_supported());
     auto granularity = detail::query_granularity(properties, Granularity::Minimum);
@@ -58,6 +52,14 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
     if (!round_up(capacity, chunk, &reserved))
         return Error::invalid_argument("GrowableBuffer::create: capacity " + std::to_string(capacity) +
                                        " rounded up to whole chunks overflows");
+    if (options.access.empty()) {
+        // Host memory: the device that judges its support, and the host itself.
+        if (properties.location().is_host()) {
+            CUDYN_TRY_ASSIGN(const int device, detail::judging_device(properties.location()));
+            options.access.push_back({Location::device(device), AccessFlags::ReadWrite});
+        }
+        options.access.push_back({properties.location(), AccessFlags::ReadWrite});
+    }
     CUDYN_TRY(detail::check_grants(properties.location(), options.access.data(), options.access.size()));
     auto context = detail::OwnerContext::current();
     if (!context) return context.error();
@@ -76,6 +78,14 @@ GrowableBuffer::GrowableBuffer(AllocationProperties properties, std::vector<Acce
 
 std::size_t GrowableBuffer::size_bytes() const noexcept {
     return (released() ? state().released_chunks : chunk_count()) * state().chunk_size;
+}
+
+void* GrowableBuffer::host_address() const noexcept {
+    const Traits::State& owned = state();
+    if (owned.released || chunk_count() == 0 || !properties_.location().is_host() ||
+        !detail::host_granted(owned.access.data(), owned.access.size(), false))
+        return nullptr;
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(device_address()));
 }
 
 std::size_t GrowableBuffer::Traits::mapped_chunks(const State& state) noexcept {

@@ -75,6 +75,7 @@ Result<MappedRange> MappedRange::map_with_access(const AddressRange& range, std:
         return std::move(access).error();
     }
     owned.users |= detail::granted_devices(grants, count);
+    owned.host_access = detail::host_granted(grants, count, owned.host_access);
     return mapping;
 }
 
@@ -97,6 +98,7 @@ Result<void> MappedRange::set_access(const AccessGrant* grants, std::size_t coun
     CUDYN_TRY(detail::check_grants(owned.memory->properties.location(), grants, count));
     CUDYN_TRY(detail::apply_access(owned.address, owned.size, grants, count));
     owned.users |= detail::granted_devices(grants, count);
+    owned.host_access = detail::host_granted(grants, count, owned.host_access);
     return ok();
 }
 
@@ -107,6 +109,12 @@ Result<AccessFlags> MappedRange::access(Location location) const {
     unsigned long long flags = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemGetAccess_v10020, &flags, &where, state().address));
     return static_cast<AccessFlags>(flags);
+}
+
+void* MappedRange::host_address() const noexcept {
+    const Traits::State& owned = state();
+    if (!owned.mapped || !owned.host_access || !owned.memory->properties.location().is_host()) return nullptr;
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(owned.address));
 }
 
 const Location* MappedRange::memory_location() const noexcept {

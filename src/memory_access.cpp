@@ -62,6 +62,13 @@ std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noex
     return devices;
 }
 
+bool host_granted(const AccessGrant* grants, std::size_t count, bool before) noexcept {
+    bool granted = before;
+    for (std::size_t i = 0; i < count; ++i)
+        if (grants[i].location.is_host()) granted = grants[i].flags != AccessFlags::None;
+    return granted;
+}
+
 Result<void> check_grants(const Location& owner, const AccessGrant* grants, std::size_t count) {
     if (grants == nullptr || count == 0)
         return Error::invalid_argument("access: give at least one (location, flags) grant");

@@ -44,6 +44,12 @@ Result<PhysicalMemory> PhysicalMemory::create(const AllocationProperties& proper
         // A system without IMEX may refuse fabric-shareable memory already
         // here rather than at export: the same NotSupported either way.
         Error error = std::move(created).error();
+        // The granularity query answered for any node id; cuMemCreate is where
+        // a node the machine lacks is refused (measured on an H200). cudyn does
+        // not read the OS's node list itself: the driver's is the one that counts.
+        if (properties.location().kind() == LocationKind::HostNuma && error.driver_result == CUDA_ERROR_INVALID_VALUE)
+            error.message += " (is host NUMA node " + std::to_string(properties.location().id()) +
+                             " a node of this machine?)";
         if (!includes(properties.handle_types(), HandleType::Fabric)) return error;
         return detail::fabric_error(std::move(error), "PhysicalMemory::create");
     }

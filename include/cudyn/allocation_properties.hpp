@@ -52,6 +52,14 @@ class AllocationProperties {
 public:
     explicit AllocationProperties(Location location) noexcept : location_(location) {}
     static AllocationProperties device(int ordinal) noexcept { return AllocationProperties(Location::device(ordinal)); }
+    // Host memory that devices map (HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+    // CUDA 12.x+): not shareable, so no handle types; the driver places it on
+    // a node (its properties read back as host NUMA node 0 on a one-node H200).
+    static AllocationProperties host() noexcept { return AllocationProperties(Location::host()); }
+    // Host memory on NUMA node `node` (HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+    // CUDA 12.x+); shareable as a POSIX descriptor. A node the machine does not
+    // have is the driver's CUDA_ERROR_INVALID_VALUE at creation (the granularity
+    // query still answers for it).
     static AllocationProperties host_numa(int node) noexcept { return AllocationProperties(Location::host_numa(node)); }
 
     AllocationProperties with_location(Location location) const noexcept;

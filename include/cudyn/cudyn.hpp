@@ -8,6 +8,7 @@
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/device_span.hpp"
+#include "cudyn/dma_buf.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/driver_table.hpp"
 #include "cudyn/error.hpp"

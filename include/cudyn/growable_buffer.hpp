@@ -48,8 +48,11 @@ struct GrowableBufferOptions {
     // granularity. 0: the recommended granularity of the properties.
     std::size_t chunk_size_bytes = 0;
     // Who may access the memory; applied to every chunk as it is mapped.
-    // Empty: read-write for the device the memory lives on (host locations
-    // must name their grants).
+    // Empty: read-write for the device the memory lives on; for memory on a
+    // host location (AllocationProperties::host(), host_numa(n)), read-write
+    // for the current context's device (device 0 when none is current) and
+    // for that host location, so kernels and the host (host_address()) both
+    // reach the bytes.
     std::vector<AccessGrant> access;
     // What unmapping waits for (teardown.hpp).
     Teardown teardown = Teardown::WaitForDevice;
@@ -104,6 +107,12 @@ public:
     DeviceSpan<std::byte> device_span() const noexcept {
         return DeviceSpan<std::byte>(device_address(), released() ? 0 : size_bytes());
     }
+    // Where the host reads and writes the mapped bytes directly (the same
+    // address as device_address()): for memory on a host location whose
+    // grants give that location access (the default grants do). Null
+    // otherwise, and while nothing is mapped or the buffer is released.
+    // Like a span, valid across growth, not across a shrink or release.
+    void* host_address() const noexcept;
     // Bytes mapped: a multiple of chunk_size(). While released, the size
     // restore() will bring back.
     std::size_t size_bytes() const noexcept;

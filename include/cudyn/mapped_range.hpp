@@ -80,6 +80,13 @@ public:
         return DeviceSpan<std::byte>(device_address(), state().mapped ? state().size : 0);
     }
     std::size_t offset_bytes() const noexcept { return state().offset; }  // within the AddressRange
+    // Where the host reads and writes the mapping directly: the mapped
+    // address, for memory on a host location (AllocationProperties::host(),
+    // host_numa(n)) whose host location was granted access
+    // ({Location::host_numa(n), AccessFlags::ReadWrite} next to the device's
+    // grant); null otherwise, and for device memory, which the host cannot
+    // dereference.
+    void* host_address() const noexcept;
     // No mapping (moved from, unmapped, never mapped).
     bool empty() const noexcept { return !state().mapped; }
     // Where the mapped memory lives (the PhysicalMemory's location); null when empty.
@@ -112,6 +119,7 @@ private:
             bool mapped = false;     // false once unmapped, while a give-back may still be owed
             std::uint64_t users = 0;  // other devices granted access (detail::granted_devices)
             Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
+            bool host_access = false;  // the last grant to a host location gave access (host_address())
         };
         // Nothing mapped, and no handle or reservation left to give back.
         static bool empty(const State& state) noexcept {
@@ -127,7 +135,7 @@ private:
     MappedRange(std::shared_ptr<detail::Reservation> reservation, std::shared_ptr<detail::PhysicalHandle> memory,
                 CUdeviceptr address, std::size_t offset, std::size_t size, detail::OwnerContext context) noexcept
         : owner_(Traits::State{std::move(context), std::move(reservation), std::move(memory), address, offset, size,
-                               true, 0, Teardown::WaitForDevice}) {}
+                               true, 0, Teardown::WaitForDevice, false}) {}
     static Result<MappedRange> map_with_access(const AddressRange& range, std::size_t offset,
                                                const PhysicalMemory& memory, const AccessGrant* grants,
                                                std::size_t count);

@@ -61,6 +61,10 @@ TEST_CASE("capabilities follow the device attributes", "[emulated][cuda11][legac
     CHECK(caps->win32_kmt_handles == caps->win32_handles);
     CHECK(caps->host_virtual_memory_management == (fake.variant() == "emulated"));
     CHECK(caps->host_numa_virtual_memory_management == (fake.variant() == "emulated"));
+#if defined(__linux__)
+    CHECK(caps->dma_buf == (fake.variant() != "legacy"));  // DMA_BUF_SUPPORTED: an 11.x attribute
+#endif
+    CHECK_FALSE(caps->host_alloc_dma_buf);  // 0, as on an H200
 
     // A real driver never changes an attribute while loaded, so cudyn reads
     // each device's once; the fake can, and the cache is forgotten around it.

@@ -26,6 +26,7 @@
 #include "cudyn/address_range.hpp"
 #include "cudyn/allocation_properties.hpp"
 #include "cudyn/device_buffer.hpp"
+#include "cudyn/dma_buf.hpp"
 #include "cudyn/driver_call.hpp"
 #include "cudyn/growable_buffer.hpp"
 #include "cudyn/host_registration.hpp"
@@ -280,6 +281,23 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              }
              CHECK(all_equal(buffer.device_address(), 3 * kChunk, kStamp));
          }},
+        {"PhysicalMemory::create (host NUMA)",
+         [](Trial& t) { t.operation([] { return cudyn::PhysicalMemory::create(AllocationProperties::host_numa(0), kChunk); }); }},
+        {"GrowableBuffer::grow_to (host NUMA, host-readable)",
+         [](Trial& t) {
+             auto buffer = take(GrowableBuffer::create(AllocationProperties::host_numa(0), 8 * kChunk));
+             require_ok(buffer.grow_to(kChunk));
+             REQUIRE(buffer.host_address() != nullptr);
+             static_cast<std::uint32_t*>(buffer.host_address())[0] = kStamp;
+             t.operation([&] { return buffer.grow_to(3 * kChunk); });
+             if (t.injected()) {  // rolled back to one chunk, the host's bytes kept; growing again works
+                 CHECK(buffer.size_bytes() == kChunk);
+                 require_ok(buffer.grow_to(3 * kChunk));
+             }
+             REQUIRE(buffer.host_address() != nullptr);
+             CHECK(static_cast<std::uint32_t*>(buffer.host_address())[0] == kStamp);
+             static_cast<std::uint32_t*>(buffer.host_address())[3 * kChunk / 4 - 1] = kStamp;  // the new chunks too
+         }},
         {"MigrationPolicy::apply_to",
          [](Trial& t) {
              auto managed = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(1024));
@@ -330,6 +348,12 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              auto memory = take(cudyn::PhysicalMemory::create(fabric_shareable, kChunk));
              auto descriptor = take(cudyn::export_fabric(memory));
              t.operation([&] { return cudyn::import_fabric(descriptor); });
+         }},
+        {"export_dma_buf",
+         [](Trial& t) {
+             auto buffer = take(cudyn::DeviceBuffer<std::byte>::allocate(kChunk));
+             t.operation([&] { return cudyn::export_dma_buf(buffer); });
+             CHECK(take(cudyn::export_dma_buf(buffer)).valid());  // nothing left claimed: a retry works
          }},
         {"probe_fabric_support",
          [](Trial& t) {

@@ -116,8 +116,8 @@ TEST_CASE("GrowableBuffer bad input is InvalidArgument, nothing leaked", "[emula
                   "overflows");
     require_error(GrowableBuffer::create(AllocationProperties::device(-1), 8 * kMiB), ErrorCode::InvalidArgument,
                   "location");
-    require_error(GrowableBuffer::create(AllocationProperties::host_numa(0), 8 * kMiB), ErrorCode::InvalidArgument,
-                  "explicit grants");
+    require_error(GrowableBuffer::create(AllocationProperties(Location::host_numa_current()), 8 * kMiB),
+                  ErrorCode::InvalidArgument, "host NUMA current");
     require_error(GrowableBuffer::create(AllocationProperties::device(0), 8 * kMiB,
                                          {0, {{Location::device(0), static_cast<AccessFlags>(7)}}}),
                   ErrorCode::InvalidArgument, "flags 7");

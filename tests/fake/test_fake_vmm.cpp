@@ -40,37 +40,13 @@ using cudyn_test::FakeDriver;
 using cudyn_test::kMiB;
 using cudyn_test::require_error;
 using cudyn_test::require_ok;
+using cudyn_test::ScopedAttribute;
 using cudyn_test::ScopedFault;
 using cudyn_test::take;
 
 namespace {
 
 const AccessFlags kRW = AccessFlags::ReadWrite;
-
-// Sets a device attribute for the test's scope. cudyn reads each device's
-// capabilities once (a real driver never changes them), so what it stored is
-// forgotten on the way in and out.
-class ScopedAttribute {
-public:
-    ScopedAttribute(int device, CUdevice_attribute attribute, int value) : device_(device), attribute_(attribute) {
-        auto current = cudyn::Device::get(device)->attribute(attribute);
-        REQUIRE(current.has_value());
-        old_ = *current;
-        FakeDriver::loaded().set_attribute(device, attribute, value);
-        cudyn::detail::forget_capabilities();
-    }
-    ~ScopedAttribute() {
-        FakeDriver::loaded().set_attribute(device_, attribute_, old_);
-        cudyn::detail::forget_capabilities();
-    }
-    ScopedAttribute(const ScopedAttribute&) = delete;
-    ScopedAttribute& operator=(const ScopedAttribute&) = delete;
-
-private:
-    int device_;
-    CUdevice_attribute attribute_;
-    int old_ = 0;
-};
 
 void set_peer_access(int accessor, int owner, int can) {
     auto function = reinterpret_cast<PFN_fakecuda_set_peer_access>(FakeDriver::loaded().symbol("fakecuda_set_peer_access"));

@@ -185,6 +185,7 @@ struct Allocation {
     std::uintptr_t range_base = 0;
     std::size_t range_size = 0;
     unsigned long long allowed_handle_types = 0;
+    bool host_memory = false;  // VMM: the mapped physical memory lives on a host location (pointer type HOST)
     // Pool blocks: the pool the block came from (or was imported into), for
     // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; null for every other kind.
     CUmemPoolHandle_st* pool = nullptr;
@@ -295,6 +296,7 @@ struct State {
     std::map<std::uintptr_t, std::uintptr_t> aliases;   // registered alias base -> host base
     unsigned long long next_buffer_id = 1;
     long vmm_objects = 0;   // maintained by the VMM emulation
+    bool dma_buf_pcie = false;  // fakecuda_set_dma_buf_pcie: the PCIe (BAR1) dma-buf mapping is available
     long ipc_objects = 0;   // maintained by the IPC emulation
 
     std::set<CUstream_st*> streams;
@@ -418,6 +420,11 @@ void* resolve_device(State& st, std::uintptr_t p, std::size_t n, Allocation** wh
 // [p, p + n) lies in contiguous mappings that are all read-write accessible,
 // -1 otherwise (unmapped, inaccessible, or running past the mapped memory).
 int vmm_check(State& st, std::uintptr_t p, std::size_t n);
+// What backs [p, p + n) of a reservation (fakecuda_vmm.cpp): 0 when p is in
+// no reserved range; 1 when every byte of it is mapped, within one
+// reservation, by physical memory of one location and identical properties
+// (*location gets it); -1 otherwise.
+int vmm_backing(State& st, std::uintptr_t p, std::size_t n, CUmemLocation* location);
 
 // Anonymous, lazily-committed mapping; nullptr on failure. Under ASan the
 // bytes past `size` up to the page end are poisoned. With `fd` >= 0 the file

@@ -136,6 +136,11 @@ FAKE_API void fakecuda_set_imex_channel(int present) {
     l.st.imex_channel = present != 0;
 }
 
+FAKE_API void fakecuda_set_dma_buf_pcie(int on) {
+    Locked l;
+    l.st.dma_buf_pcie = on != 0;
+}
+
 FAKE_API void fakecuda_set_stream_delay_us(unsigned int us) {
     Locked l;
     l.st.stream_delay_us = us;

@@ -181,8 +181,11 @@ void block_of(const Allocation& a, std::uintptr_t* base, std::size_t* size) {
 CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_alias,
                            std::size_t off) {
     const bool host_pool = a.kind == Kind::Pool && fake::pool_on_host(a.pool);
-    const bool device_kind = a.kind == Kind::Device || a.kind == Kind::Managed || a.kind == Kind::VmmMapped ||
-                             a.kind == Kind::IpcOpened || (a.kind == Kind::Pool && !host_pool);
+    // VMM memory on a host location reads as host memory (measured on an H200).
+    const bool host_vmm = a.kind == Kind::VmmMapped && a.host_memory;
+    const bool device_kind = a.kind == Kind::Device || a.kind == Kind::Managed ||
+                             (a.kind == Kind::VmmMapped && !host_vmm) || a.kind == Kind::IpcOpened ||
+                             (a.kind == Kind::Pool && !host_pool);
     const std::uintptr_t visible_base = via_alias ? a.alias : a.base;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: put<CUcontext>(data, a.ctx); return CUDA_SUCCESS;
@@ -190,7 +193,7 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
         put<unsigned int>(data, device_kind ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST);
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: {
-        if (!device_kind && a.kind != Kind::Pool) {
+        if (!device_kind && a.kind != Kind::Pool && !host_vmm) {
             // Pinned / registered memory has a device address only when mapped.
             const unsigned devicemap = CU_MEMHOSTALLOC_DEVICEMAP;  // == CU_MEMHOSTREGISTER_DEVICEMAP
             if (!(a.flags & devicemap) && !via_alias) return CUDA_ERROR_INVALID_VALUE;
@@ -200,7 +203,7 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
         return CUDA_SUCCESS;
     }
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (a.kind == Kind::Device || a.kind == Kind::VmmMapped || a.kind == Kind::IpcOpened ||
+        if (a.kind == Kind::Device || (a.kind == Kind::VmmMapped && !host_vmm) || a.kind == Kind::IpcOpened ||
             (a.kind == Kind::Pool && !host_pool))
             return CUDA_ERROR_INVALID_VALUE;
         put<void*>(data, reinterpret_cast<void*>(a.base + off));

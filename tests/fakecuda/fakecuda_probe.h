@@ -169,6 +169,10 @@ FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
  * one cuMemCreate of fabric memory answers CUDA_ERROR_NOT_PERMITTED while the
  * fabric attribute still reads 1, as on an H200 with driver 580 and no IMEX. */
 FAKECUDA_PROBE_API void fakecuda_set_imex_channel(int present);
+/* Non-zero: the machine has the PCIe (BAR1) dma-buf mapping, so
+ * cuMemGetHandleForAddressRange takes CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE
+ * (no device attribute says so; default 0: CUDA_ERROR_NOT_SUPPORTED, as on an H200). */
+FAKECUDA_PROBE_API void fakecuda_set_dma_buf_pcie(int on);
 
 /* --- streams ----------------------------------------------------------------
  * Stream work runs later, on the fake's worker thread. Each piece starts `us`
@@ -237,6 +241,7 @@ typedef int (*PFN_fakecuda_pool_free_ranges)(void* pool, unsigned long long* add
 typedef void (*PFN_fakecuda_set_fail)(const char* spec);
 typedef void (*PFN_fakecuda_set_attribute)(int device, int attribute, int value);
 typedef void (*PFN_fakecuda_set_peer_access)(int a, int b, int can);
+typedef void (*PFN_fakecuda_set_dma_buf_pcie)(int on);
 typedef void (*PFN_fakecuda_hold_events)(int on);
 typedef void (*PFN_fakecuda_set_stream_delay_us)(unsigned int us);
 typedef long (*PFN_fakecuda_pending_work)(void);

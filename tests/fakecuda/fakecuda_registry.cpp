@@ -142,6 +142,9 @@ const fake::ProcEntry kEntries[] = {
 #if FAKE_HAS(11000)
     {"cuMemRetainAllocationHandle", 11000, fn(&cuMemRetainAllocationHandle), nullptr},
 #endif
+#if FAKE_HAS(11070)
+    {"cuMemGetHandleForAddressRange", 11070, fn(&cuMemGetHandleForAddressRange), nullptr},  // dma-buf
+#endif
 
     // stream-ordered allocation and memory pools
 #if FAKE_HAS(11020)

@@ -145,7 +145,12 @@ void default_attributes(Device& d, int ordinal) {
     set(CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 1);
     set(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, 1);
+    // dma-buf descriptors are memfds (fakecuda_dmabuf.cpp): Linux only.
+#if defined(__linux__)
     set(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 1);
+#else
+    set(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 0);
+#endif
     set(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, 4);
     set(CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, 1);
@@ -162,6 +167,7 @@ void default_attributes(Device& d, int ordinal) {
     set(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);
+    set(CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED, 0);  // as on an H200 with driver 580
 
     // Attributes newer than the variant's driver read 0 ("not supported"):
     // CUDA 10.2 added the VMM ones (102+), CUDA 12.0 the ones from 126 on.

@@ -104,6 +104,36 @@ int vmm_check(State&, std::uintptr_t p, std::size_t n) {
     }
 }
 
+int vmm_backing(State&, std::uintptr_t p, std::size_t n, CUmemLocation* location) {
+    Vmm& v = vmm();
+    if (reservation_of(p, 1) == v.reservations.end()) return 0;
+    if (n == 0 || reservation_of(p, n) == v.reservations.end()) return -1;
+    auto it = v.mappings.upper_bound(p);
+    if (it == v.mappings.begin()) return -1;
+    --it;
+    if (p - it->first >= it->second.size) return -1;
+    const Physical* first = nullptr;
+    const std::uintptr_t end = p + n;
+    while (true) {
+        auto found = v.physicals.find(it->second.handle);
+        if (found == v.physicals.end()) return -1;
+        const CUmemAllocationProp& prop = found->second.prop;
+        if (first == nullptr) {
+            first = &found->second;
+        } else if (prop.location.type != first->prop.location.type || prop.location.id != first->prop.location.id ||
+                   prop.requestedHandleTypes != first->prop.requestedHandleTypes ||
+                   prop.allocFlags.gpuDirectRDMACapable != first->prop.allocFlags.gpuDirectRDMACapable) {
+            return -1;
+        }
+        const std::uintptr_t mapping_end = it->first + it->second.size;
+        if (mapping_end >= end) break;
+        ++it;
+        if (it == v.mappings.end() || it->first != mapping_end) return -1;
+    }
+    *location = first->prop.location;
+    return 1;
+}
+
 }  // namespace fake
 
 #if FAKE_HAS(10020)
@@ -136,8 +166,12 @@ bool tiling_mappings(std::uintptr_t p, std::size_t n, std::vector<std::map<std::
     return n != 0;
 }
 
-// Where an allocation may live, as cuMemCreate and the granularity query check it.
-CUresult check_prop(const State& st, const CUmemAllocationProp* prop) {
+// Where an allocation may live, as cuMemCreate (`creating`) and the
+// granularity query check it. The query is the more lenient (measured on an
+// H200, docs/measurements/h200-2026-11-25-batch-dmabuf-hostvmm-pointers.md):
+// it answers for HOST with a POSIX-fd handle type, for HOST_NUMA_CURRENT and
+// for a HOST_NUMA id that is no node, all of which cuMemCreate refuses.
+CUresult check_prop(const State& st, const CUmemAllocationProp* prop, bool creating) {
     if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
     const unsigned known = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
                            CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
@@ -152,17 +186,22 @@ CUresult check_prop(const State& st, const CUmemAllocationProp* prop) {
             return CUDA_ERROR_NOT_SUPPORTED;
         break;
     case CU_MEM_LOCATION_TYPE_HOST:
-        if (handles != 0) return CUDA_ERROR_INVALID_VALUE;
+        if (creating && handles != 0) return CUDA_ERROR_INVALID_VALUE;
         if (fake::attribute(st, 0, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 0)
             return CUDA_ERROR_NOT_SUPPORTED;
         break;
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-        if (prop->location.id < 0 || prop->location.id >= st.numa_nodes) return CUDA_ERROR_INVALID_VALUE;
+        if (prop->location.id < 0 || (creating && prop->location.id >= st.numa_nodes)) return CUDA_ERROR_INVALID_VALUE;
+        if (fake::attribute(st, 0, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 0)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        if (creating) return CUDA_ERROR_INVALID_VALUE;
         if (fake::attribute(st, 0, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 0)
             return CUDA_ERROR_NOT_SUPPORTED;
         break;
     default:
-        return CUDA_ERROR_INVALID_VALUE;  // HOST_NUMA_CURRENT included, as the driver says
+        return CUDA_ERROR_INVALID_VALUE;
     }
     if ((handles & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
         fake::attribute(st, judge, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) == 0)
@@ -278,7 +317,7 @@ FAKE_API CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, con
     if (!granularity) return CUDA_ERROR_INVALID_VALUE;
     if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
         return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult rc = check_prop(st, prop)) return rc;
+    if (CUresult rc = check_prop(st, prop, false)) return rc;
     *granularity = kGranularity;
     return CUDA_SUCCESS;
 }
@@ -339,7 +378,7 @@ FAKE_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size
     FAKE_ENTER(fake::kNeedsInit);
     State& st = fake::state();
     if (!handle || size == 0 || !aligned(size) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult rc = check_prop(st, prop)) return rc;
+    if (CUresult rc = check_prop(st, prop, true)) return rc;
     // The granularity query takes fabric memory; creating it needs the channel.
     if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) && !st.imex_channel)
         return CUDA_ERROR_NOT_PERMITTED;
@@ -352,7 +391,14 @@ FAKE_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size
         ::close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *handle = add_physical(st, fd, size, *prop);
+    // Plain host memory is placed on a node: its properties read back as
+    // HOST_NUMA, node 0 on the one-node machine it was measured on.
+    CUmemAllocationProp placed = *prop;
+    if (placed.location.type == CU_MEM_LOCATION_TYPE_HOST) {
+        placed.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        placed.location.id = 0;
+    }
+    *handle = add_physical(st, fd, size, placed);
     return CUDA_SUCCESS;
 }
 
@@ -401,6 +447,7 @@ FAKE_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, 
     a.range_base = reservation->first;
     a.range_size = reservation->second;
     a.allowed_handle_types = static_cast<unsigned long long>(physical->prop.requestedHandleTypes);
+    a.host_memory = physical->device < 0;
     st.allocs.emplace(p, std::move(a));
     update_count(st);
     return CUDA_SUCCESS;

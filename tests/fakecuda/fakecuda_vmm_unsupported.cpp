@@ -1,9 +1,11 @@
 // fakecuda_vmm_unsupported.cpp — the VMM entry points where fakecuda_vmm.cpp's
-// emulation (memfd + mmap MAP_FIXED) does not exist: everywhere but Linux
+// emulation (memfd + mmap MAP_FIXED) does not exist, and the dma-buf export
+// (fakecuda_dmabuf.cpp) likewise: everywhere but Linux
 // (the Windows DLL built with MinGW). The same symbols are exported, as a real
 // driver exports them, and answer CUDA_ERROR_NOT_SUPPORTED after the usual
-// prologue; CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED reads 0
-// (fakecuda_state.cpp), so cudyn reports VMM as unsupported.
+// prologue; CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED and
+// DMA_BUF_SUPPORTED read 0 (fakecuda_state.cpp), so cudyn reports both as
+// unsupported.
 #include "fake_state.hpp"
 
 namespace fake {
@@ -86,3 +88,12 @@ FAKE_API CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHand
 #endif  // FAKE_HAS(11000)
 
 #endif  // FAKE_HAS(10020)
+
+// dma-buf descriptors are Linux's (fakecuda_dmabuf.cpp there).
+#if FAKE_HAS(11070)
+FAKE_API CUresult CUDAAPI cuMemGetHandleForAddressRange(void*, CUdeviceptr, size_t, CUmemRangeHandleType,
+                                                        unsigned long long) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+#endif  // FAKE_HAS(11070)

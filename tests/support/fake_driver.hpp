@@ -6,6 +6,7 @@
 
 #include "../fakecuda/fakecuda_probe.h"
 
+#include "cudyn/device.hpp"
 #include "cudyn/loader.hpp"
 
 #include "../../src/device_facts.hpp"  // forget_capabilities
@@ -160,6 +161,27 @@ public:
     }
     ScopedFault(const ScopedFault&) = delete;
     ScopedFault& operator=(const ScopedFault&) = delete;
+};
+
+// Sets a device attribute for a scope, then back to what it was. cudyn reads
+// each device's capabilities once (a real driver never changes them), so
+// what it stored is forgotten on the way in and out.
+class ScopedAttribute {
+public:
+    ScopedAttribute(int device, CUdevice_attribute attribute, int value) : device_(device), attribute_(attribute) {
+        auto current = cudyn::Device::get(device)->attribute(attribute);
+        REQUIRE(current.has_value());
+        old_ = *current;
+        FakeDriver::loaded().set_attribute(device, attribute, value);
+    }
+    ~ScopedAttribute() { FakeDriver::loaded().set_attribute(device_, attribute_, old_); }
+    ScopedAttribute(const ScopedAttribute&) = delete;
+    ScopedAttribute& operator=(const ScopedAttribute&) = delete;
+
+private:
+    int device_;
+    CUdevice_attribute attribute_;
+    int old_ = 0;
 };
 
 }  // namespace cudyn_test
