@@ -42,7 +42,6 @@ Result<std::vector<PeerBytes>> exchange_descriptor_bytes(MPI_Comm comm, const Ra
                                        std::to_string(size) + " ranks and this is rank " + std::to_string(rank));
     const std::vector<std::uint8_t> frame = detail::write_contribution(mine);
 
-    std::vector<PeerBytes> peers(ranks);
     std::vector<int> members;  // the ranks of `comm` that gather together, in order
     detail::OwnedCommunicator host_comm;
     MPI_Comm gather_comm = comm;
@@ -58,8 +57,6 @@ Result<std::vector<PeerBytes>> exchange_descriptor_bytes(MPI_Comm comm, const Ra
             return detail::mpi_error("MPI_Comm_split", rc);
         host_comm = detail::OwnedCommunicator(split);
         gather_comm = split.comm;
-        for (int r = 0; r < size; ++r)
-            if (!survey.hosts.same_host(r, rank)) peers[static_cast<std::size_t>(r)] = different_host(survey, r);
     }
 
     CUDYN_TRY_ASSIGN(auto gathered, detail::allgather_bytes(gather_comm, frame));
@@ -67,10 +64,20 @@ Result<std::vector<PeerBytes>> exchange_descriptor_bytes(MPI_Comm comm, const Ra
         return Error::invalid_argument("the survey says " + std::to_string(members.size()) +
                                        " ranks share this one's host, MPI gathered " +
                                        std::to_string(gathered.size()) + ": the survey is of another communicator");
-    for (std::size_t i = 0; i < members.size(); ++i) {
-        const int r = members[i];
-        peers[static_cast<std::size_t>(r)] =
-            r == rank ? self_entry(r) : detail::read_contribution(r, gathered[i].data(), gathered[i].size());
+    // Where each rank's bytes are in `gathered`; ranks of other hosts have none.
+    constexpr std::size_t kNotGathered = static_cast<std::size_t>(-1);
+    std::vector<std::size_t> slot(ranks, kNotGathered);
+    for (std::size_t i = 0; i < members.size(); ++i) slot[static_cast<std::size_t>(members[i])] = i;
+    std::vector<PeerBytes> peers;
+    peers.reserve(ranks);
+    for (int r = 0; r < size; ++r) {
+        const std::size_t at = slot[static_cast<std::size_t>(r)];
+        if (at == kNotGathered)
+            peers.push_back(different_host(survey, r));
+        else if (r == rank)
+            peers.push_back(self_entry(r));
+        else
+            peers.push_back(detail::read_contribution(r, gathered[at].data(), gathered[at].size()));
     }
     return peers;
 }
