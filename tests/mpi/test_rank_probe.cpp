@@ -1,7 +1,9 @@
-// What probe_this_rank reports, on the emulated fake driver (two devices;
-// tests/mpi/meson.build turns fabric handles off on device 1): the same
-// answers probe_capabilities and the device give, and an ordinal that is not
-// a visible device recorded as the probe's failure, not thrown at the caller.
+// What probe_this_rank reports: the same answers probe_capabilities and the
+// device give, on the emulated fake driver and on a GPU; on the fake (two
+// devices, tests/mpi/meson.build turns fabric handles off on device 1) also
+// one device keeping the rank out of a common capability, and an ordinal
+// that is not a visible device recorded as the probe's failure, not thrown at
+// the caller.
 #include "../support/catch.hpp"
 
 #include "cudyn/device.hpp"
@@ -12,13 +14,13 @@
 
 #include <vector>
 
-TEST_CASE("probe_this_rank: every visible device, as probe_capabilities reads it", "[emulated][mpi-probe]") {
+TEST_CASE("probe_this_rank: every visible device, as probe_capabilities reads it", "[emulated][gpu][mpi-probe]") {
     const cudyn::mpi::RankRecord record = cudyn::mpi::probe_this_rank();
     REQUIRE(record.driver_loaded());
     CHECK(record.driver_version == cudyn::load_report().driver_version);
-    CHECK(record.visible_devices == 2);
+    CHECK(record.visible_devices == *cudyn::Device::count());
     CHECK_FALSE(record.probe_failure.has_value());
-    REQUIRE(record.devices.size() == 2);
+    REQUIRE(record.devices.size() == static_cast<std::size_t>(record.visible_devices));
     for (const cudyn::mpi::DeviceReport& reported : record.devices) {
         auto device = cudyn::Device::get(reported.ordinal);
         REQUIRE(device.has_value());
@@ -27,12 +29,23 @@ TEST_CASE("probe_this_rank: every visible device, as probe_capabilities reads it
         for (const auto& row : cudyn::device_capability_list) CHECK(reported.capabilities.*row.field == (*capabilities).*row.field);
         CHECK(reported.compute.major == device->compute_capability()->major);
     }
+    const auto bytes = record.to_bytes();
+    auto back = cudyn::mpi::RankRecord::from_bytes(bytes.data(), bytes.size());
+    REQUIRE(back.has_value());
+    CHECK(back->devices.size() == record.devices.size());
+    CHECK(back->host == record.host);
+}
+
+TEST_CASE("probe_this_rank: one device without a capability keeps the rank out of it", "[emulated][mpi-probe]") {
+    const cudyn::mpi::RankRecord record = cudyn::mpi::probe_this_rank();
+    REQUIRE(record.devices.size() == 2);
     CHECK(record.devices[0].capabilities.fabric_handles);
     CHECK_FALSE(record.devices[1].capabilities.fabric_handles);
 
     // Through the bytes, as a peer reads it: device 1 keeps this rank out of
     // the common fabric capability, device 0 alone does not.
-    auto back = cudyn::mpi::RankRecord::from_bytes(record.to_bytes().data(), record.to_bytes().size());
+    const auto bytes = record.to_bytes();
+    auto back = cudyn::mpi::RankRecord::from_bytes(bytes.data(), bytes.size());
     REQUIRE(back.has_value());
     const auto agreement = cudyn::mpi::agree_on_capabilities({*back});
     CHECK_FALSE(agreement.common.fabric_handles);
