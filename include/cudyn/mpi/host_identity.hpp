@@ -11,9 +11,9 @@
 //     name, which is what sharing GPU memory needs: one kernel, one driver.
 //   * the host name separates containers that share a kernel but not their
 //     namespaces (two Kubernetes pods on one node have their own UTS name,
-//     and usually their own IPC and PID namespaces too, across which legacy
-//     CUDA IPC does not open). Such ranks are told "different host": a missed
-//     chance at worst, never a wrong promise.
+//     and usually their own IPC and PID namespaces too, across which a
+//     legacy CUDA IPC open cannot be counted on). Such ranks are told
+//     "different host": a missed chance at worst, never a wrong promise.
 // A container may hide the boot id (a masked /proc, a sandbox with a kernel
 // of its own such as gVisor or Kata): the identity is then the host name
 // alone, and two machines with the same name would be taken for one host.
