@@ -30,6 +30,14 @@ python3 scripts/test_summary.py "$build/meson-logs/testlog.json" | tee -a "$out/
         sh examples/run_ipc_pair.sh "$build/examples/ipc_producer" "$build/examples/ipc_consumer" $mode
         echo "(exit $?)"
     done
+    # The MPI example (built where MPI is installed): 2 and 4 ranks, all on device 0.
+    if [ -x "$build/examples/mpi_ranks" ] && command -v mpirun >/dev/null 2>&1; then
+        for ranks in 2 4; do
+            echo "\$ examples/run_mpi_ranks.sh mpirun mpi_ranks $ranks"
+            sh examples/run_mpi_ranks.sh mpirun "$build/examples/mpi_ranks" "$ranks"
+            echo "(exit $?)"
+        done
+    fi
 } 2>&1 | tee "$out/examples.log"
 if [ "${BENCH:-1}" = 1 ]; then
     (cd "$out" && timeout "${BENCH_TIMEOUT:-300}" "$build/bench/cudyn-bench" ${BENCH_ARGS:-} --json "$out/bench.json") 2>&1 | tee "$out/bench.txt"

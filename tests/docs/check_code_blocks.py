@@ -36,6 +36,10 @@ the fence (only blank lines or other docs-test comments in between):
       body of main (`return 1;` on an error).
   <!-- docs-test: namespace-scope -->
       See above.
+  <!-- docs-test: requires mpi.h -->
+      The block needs a header of an optional dependency: it is compiled
+      where the checker is told that header is there (--have mpi.h, its
+      folder given with --isystem), and skipped, saying so, elsewhere.
   <!-- docs-test: context
   std::size_t n = 1024;
   std::vector<float> host_vector(n);
@@ -81,7 +85,7 @@ HARNESS_INCLUDES = [
 DIRECTIVE_START = re.compile(r"^\s*<!--\s*docs-test:\s*(.*)$")
 FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)")
 DEFINES_MAIN = re.compile(r"^\s*(?:int|auto)\s+main\s*\(", re.MULTILINE)
-KNOWN_KEYWORDS = ("skip", "context", "returns", "namespace-scope")
+KNOWN_KEYWORDS = ("skip", "context", "returns", "namespace-scope", "requires")
 
 
 @dataclass
@@ -201,6 +205,9 @@ def parse_markdown(text: str, path: str):
         skip = block.directive("skip")
         if skip is not None and not skip.argument:
             errors.append(MarkupError(path, skip.line, "docs-test: skip needs a reason"))
+        requires = block.directive("requires")
+        if requires is not None and not requires.argument:
+            errors.append(MarkupError(path, requires.line, "docs-test: requires needs a header"))
         returns = block.directive("returns")
         if returns is not None and not returns.argument:
             errors.append(MarkupError(path, returns.line, "docs-test: returns needs a type"))
@@ -341,6 +348,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--std", default="c++17", help="the build's cpp_std ('none': pass no -std)")
     parser.add_argument("-I", dest="include", action="append", default=[], help="include folder")
     parser.add_argument("--isystem", action="append", default=[], help="system include folder (CUDA)")
+    parser.add_argument("--have", action="append", default=[],
+                        help="a header that blocks marked 'requires' may use (found through --isystem)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compilers run at once")
     parser.add_argument("--keep", help="write the translation units here instead of a temporary folder")
     options = parser.parse_args(own)
@@ -389,8 +398,12 @@ def main(argv: List[str]) -> int:
             futures = {}
             for index, block in enumerate(blocks):
                 skip = block.directive("skip")
+                requires = block.directive("requires")
                 if skip is not None:
                     outcomes[index] = Outcome(block, "SKIP", skip.argument)
+                elif requires is not None and requires.argument not in options.have:
+                    outcomes[index] = Outcome(block, "SKIP", "needs %s, which this build does not have"
+                                              % requires.argument)
                 else:
                     futures[pool.submit(compile_block, block, compiler, flags, root, directory, index)] = index
             for future in concurrent.futures.as_completed(futures):

@@ -52,6 +52,9 @@ def check_markup_rules():
         "a comment before a shell block is accepted")
     expect(any("never closed" in e for e in errors_of("<!-- docs-test: context\nint n = 1;\n")),
            "an unclosed comment is accepted")
+    expect(any("requires needs a header" in e for e in errors_of(
+        "<!-- docs-test: requires -->\n%scpp\nx\n%s\n" % (fence, fence))),
+        "a requires without a header is accepted")
     expect(any("given twice" in e for e in errors_of(
         "<!-- docs-test: context int a = 1; -->\n<!-- docs-test: context int b = 2; -->\n%scpp\nx\n%s\n"
         % (fence, fence))), "a second context is silently ignored")
@@ -82,12 +85,12 @@ def check_markup_rules():
            "the context is not in the function at its own line: %r" % unit)
 
 
-def run_checker(options, include):
+def run_checker(options, include, extra=()):
     """The checker's output and exit status on the fixture, with `include`
-    searched before the caller's include folders."""
+    searched before the caller's include folders, and `extra` options."""
     split = options.index("--")
-    command = ([sys.executable, str(HERE / "check_code_blocks.py"), "-I", str(include)] + options[:split]
-               + [str(FIXTURE)] + options[split:])
+    command = ([sys.executable, str(HERE / "check_code_blocks.py"), "-I", str(include)] + list(extra)
+               + options[:split] + [str(FIXTURE)] + options[split:])
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     print(result.stdout)
     return result.stdout, result.returncode
@@ -116,7 +119,16 @@ def check_fixture(options):
         expect("PASS %s:%d" % (shown, fence_line(marker)) in output, "the '%s' block did not pass" % marker)
     expect("SKIP %s:%d: pseudo-code: the shape of a call, not C++" % (shown, fence_line("skipped")) in output,
            "the skipped block is not listed with its reason")
-    expect("4 passed, 1 failed, 1 skipped" in output, "the shell block was counted, or a block was missed")
+    expect("SKIP %s:%d: needs optional_dependency.h, which this build does not have" % (shown, fence_line("requires"))
+           in output, "a block whose header is not there is not skipped with the reason")
+    expect("4 passed, 1 failed, 2 skipped" in output, "the shell block was counted, or a block was missed")
+
+    # The same block where the build has the header: compiled.
+    output, status = run_checker(options, HERE / "fixtures" / "include",
+                                 ["--have", "optional_dependency.h", "--isystem", str(HERE / "fixtures" / "optional")])
+    expect("PASS %s:%d" % (shown, fence_line("requires")) in output,
+           "a block whose header is there is not compiled")
+    expect("5 passed, 1 failed, 1 skipped" in output, "--have changed more than the block that requires it")
 
     # Headers that do not compile: said once, not as a failure of every block.
     output, status = run_checker(options, HERE / "fixtures" / "broken-include")
