@@ -2,6 +2,8 @@
 #include "cudyn/mpi/capability_agreement.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <optional>
 #include <cstring>
 
 namespace cudyn::mpi {
@@ -18,6 +20,81 @@ const CapabilityShortfall* CapabilityAgreement::shortfall(const char* capability
         if (std::strcmp(entry.capability, capability) == 0) return &entry;
     return nullptr;
 }
+
+bool CapabilityAgreement::trial_common(const char* trial) const noexcept {
+    if (trial == nullptr) return false;
+    for (const char* name : common_trials)
+        if (std::strcmp(name, trial) == 0) return true;
+    return false;
+}
+
+const TrialShortfall* CapabilityAgreement::trial_shortfall(const char* trial) const noexcept {
+    if (trial == nullptr) return nullptr;
+    for (const TrialShortfall& entry : trial_shortfalls)
+        if (std::strcmp(entry.trial, trial) == 0) return &entry;
+    return nullptr;
+}
+
+namespace {
+
+// Trial `index` on one rank: the first outcome other than Works among its
+// devices (Skipped without a device); Works when all work; nullopt when no
+// device said it failed and one did not report it.
+std::optional<TrialOutcome> rank_trial_outcome(const RankRecord& record, std::size_t index) {
+    if (record.devices.empty()) return TrialOutcome::Skipped;
+    bool unknown = false;
+    for (const DeviceReport& device : record.devices) {
+        const std::optional<TrialOutcome> outcome =
+            device.fingerprint ? device.fingerprint->trials[index] : std::nullopt;
+        if (!outcome)
+            unknown = true;
+        else if (*outcome != TrialOutcome::Works)
+            return outcome;
+    }
+    if (unknown) return std::nullopt;
+    return TrialOutcome::Works;
+}
+
+// The lowest newest PTX ISA of the rank's devices; 0 without a device or
+// where a device has no fingerprint (or one that failed).
+int rank_ptx_isa(const RankRecord& record) {
+    if (record.devices.empty()) return 0;
+    int lowest = INT_MAX;
+    for (const DeviceReport& device : record.devices) {
+        const bool usable = device.fingerprint && !device.fingerprint->failure;
+        lowest = std::min(lowest, usable ? device.fingerprint->newest_ptx_isa : 0);
+    }
+    return lowest;
+}
+
+void agree_on_trials(const std::vector<RankRecord>& records, CapabilityAgreement& agreement) {
+    agreement.min_ptx_isa = INT_MAX;
+    for (std::size_t r = 0; r < records.size(); ++r) {
+        const RankRecord& record = records[r];
+        agreement.min_ptx_isa = std::min(agreement.min_ptx_isa, rank_ptx_isa(record));
+        if (std::any_of(record.devices.begin(), record.devices.end(), [](const DeviceReport& device) {
+                return device.fingerprint && device.fingerprint->failure;
+            }))
+            agreement.fingerprint_failed.push_back(static_cast<int>(r));
+    }
+    for (std::size_t i = 0; i < capability_trial_count; ++i) {
+        TrialShortfall entry;
+        entry.trial = capability_trial_list[i].name;
+        for (std::size_t r = 0; r < records.size(); ++r) {
+            const std::optional<TrialOutcome> outcome = rank_trial_outcome(records[r], i);
+            if (!outcome)
+                entry.unknown.push_back(static_cast<int>(r));
+            else if (*outcome != TrialOutcome::Works)
+                entry.failed.push_back(RankTrialOutcome{static_cast<int>(r), *outcome});
+        }
+        if (entry.failed.empty() && entry.unknown.empty())
+            agreement.common_trials.push_back(entry.trial);
+        else
+            agreement.trial_shortfalls.push_back(std::move(entry));
+    }
+}
+
+}  // namespace
 
 CapabilityAgreement agree_on_capabilities(const std::vector<RankRecord>& records) {
     CapabilityAgreement agreement;
@@ -72,6 +149,7 @@ CapabilityAgreement agree_on_capabilities(const std::vector<RankRecord>& records
         entry.capability = device_capability_list[i].name;
         agreement.shortfalls.push_back(std::move(entry));
     }
+    agree_on_trials(records, agreement);
     return agreement;
 }
 

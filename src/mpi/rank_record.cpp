@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -24,11 +25,142 @@ constexpr std::size_t kDeviceEntrySize = 24;
 constexpr std::size_t kMaxCapabilityRows = 64;  // bits of a device entry's capability word
 static_assert(device_capability_count <= kMaxCapabilityRows, "device_capabilities.def outgrew the record's u64");
 
+// Version 2's fingerprint part: its header, and the fixed fields of an entry
+// before the outcome bytes.
+constexpr std::size_t kFingerprintHeaderSize = 8;
+constexpr std::size_t kFingerprintEntryFixed = 12;
+constexpr std::uint8_t kTrialNotReported = 0xff;
+constexpr std::uint32_t kNoTrials = 0, kTrialsRan = 1, kFingerprintFailedBase = 2;
+
 using detail::FixedBytes;
 
 Error malformed(const std::string& what) { return Error::invalid_argument("rank record: " + what); }
 
+std::uint8_t outcome_to_wire(const std::optional<TrialOutcome>& outcome) noexcept {
+    return outcome ? static_cast<std::uint8_t>(*outcome) : kTrialNotReported;
+}
+
+// An outcome a newer writer added is not "works": it reads Failed, the
+// outcome that says the trial could not tell.
+std::optional<TrialOutcome> outcome_from_wire(std::uint8_t value) noexcept {
+    if (value == kTrialNotReported) return std::nullopt;
+    return value <= static_cast<std::uint8_t>(TrialOutcome::TimedOut) ? static_cast<TrialOutcome>(value)
+                                                                     : TrialOutcome::Failed;
+}
+
+// Reads the fingerprint part at the front of `part` (`available` bytes, the
+// rest of the record) into `devices`; returns the part's size.
+Result<std::size_t> read_fingerprints(const std::uint8_t* part, std::size_t available,
+                                      std::vector<DeviceReport>& devices) {
+    if (available < kFingerprintHeaderSize)
+        return malformed(std::to_string(available) + " bytes after the device entries cannot hold a fingerprint part (" +
+                         std::to_string(kFingerprintHeaderSize) + "-byte header)");
+    cudyn::detail::WireReader in(part, available);
+    std::uint32_t part_size = 0;
+    std::uint16_t names = 0, entry_size = 0;
+    in.u32(part_size);
+    in.u16(names);
+    in.u16(entry_size);
+    if (part_size < kFingerprintHeaderSize || part_size > available)
+        return malformed("fingerprint part of " + std::to_string(part_size) + " bytes, " + std::to_string(available) +
+                         " bytes are left and its header takes " + std::to_string(kFingerprintHeaderSize));
+    if (entry_size < kFingerprintEntryFixed + names)
+        return malformed("fingerprint entries of " + std::to_string(entry_size) + " bytes cannot hold " +
+                         std::to_string(names) + " trial outcomes");
+
+    // column_of[i]: the writer's column of this reader's trial i.
+    constexpr std::size_t kAbsent = SIZE_MAX;
+    std::array<std::size_t, capability_trial_count> column_of;
+    column_of.fill(kAbsent);
+    std::size_t at = kFingerprintHeaderSize;
+    std::vector<std::string> seen;
+    for (std::size_t j = 0; j < names; ++j) {
+        const std::size_t length = at < part_size ? part[at] : 0;
+        if (at >= part_size || length == 0 || length > part_size - at - 1)
+            return malformed("trial name " + std::to_string(j) + " is empty or runs past its " +
+                             std::to_string(part_size) + "-byte fingerprint part");
+        std::string name(reinterpret_cast<const char*>(part + at + 1), length);
+        at += 1 + length;
+        if (std::find(seen.begin(), seen.end(), name) != seen.end())
+            return malformed("trial \"" + name + "\" named twice in its fingerprint part");
+        for (std::size_t i = 0; i < capability_trial_count; ++i)
+            if (name == capability_trial_list[i].name) column_of[i] = j;
+        seen.push_back(std::move(name));
+    }
+    // At most 65535 entries of 65535 bytes: no overflow in 64 bits.
+    const std::uint64_t entries_size = std::uint64_t{devices.size()} * entry_size;
+    if (part_size - at < entries_size)
+        return malformed("fingerprint part of " + std::to_string(part_size) + " bytes cannot hold " +
+                         std::to_string(devices.size()) + " entries of " + std::to_string(entry_size) + " bytes");
+
+    for (DeviceReport& device : devices) {
+        const std::uint8_t* entry = part + at;
+        at += entry_size;
+        cudyn::detail::WireReader fields(entry, entry_size);
+        std::uint32_t state = 0, result = 0, ptx = 0;
+        fields.u32(state);
+        fields.u32(result);
+        fields.u32(ptx);
+        if (state == kNoTrials) continue;
+        DeviceFingerprint print;
+        print.newest_ptx_isa = static_cast<int>(ptx & INT_MAX);
+        if (state >= kFingerprintFailedBase)
+            print.failure = ProbeFailure{static_cast<ErrorCode>(state - kFingerprintFailedBase),
+                                         detail::driver_result_from_wire(result)};
+        for (std::size_t i = 0; i < capability_trial_count; ++i)
+            if (column_of[i] != kAbsent) print.trials[i] = outcome_from_wire(entry[kFingerprintEntryFixed + column_of[i]]);
+        device.fingerprint = print;
+    }
+    // Bytes past the entries: a newer writer's fields of this part, skipped.
+    return std::size_t{part_size};
+}
+
+std::vector<std::uint8_t> fingerprint_part(const std::vector<DeviceReport>& devices, std::size_t entries) {
+    std::size_t names_size = 0;
+    for (const auto& trial : capability_trial_list) names_size += 1 + std::strlen(trial.name);
+    const std::size_t entry_size = kFingerprintEntryFixed + capability_trial_count;
+    std::vector<std::uint8_t> part(kFingerprintHeaderSize + names_size + entries * entry_size);
+    cudyn::detail::WireWriter out(part.data());
+    out.u32(static_cast<std::uint32_t>(part.size()));
+    out.u16(static_cast<std::uint16_t>(capability_trial_count));
+    out.u16(static_cast<std::uint16_t>(entry_size));
+    std::size_t at = kFingerprintHeaderSize;
+    for (const auto& trial : capability_trial_list) {
+        const std::size_t length = std::strlen(trial.name);
+        part[at] = static_cast<std::uint8_t>(length);
+        std::memcpy(part.data() + at + 1, trial.name, length);
+        at += 1 + length;
+    }
+    for (std::size_t d = 0; d < entries; ++d, at += entry_size) {
+        const std::optional<DeviceFingerprint>& print = devices[d].fingerprint;
+        cudyn::detail::WireWriter fields(part.data() + at);
+        std::uint32_t state = kNoTrials;
+        if (print) state = print->failure ? static_cast<std::uint32_t>(print->failure->code) + kFingerprintFailedBase : kTrialsRan;
+        fields.u32(state);
+        fields.u32(print && print->failure ? static_cast<std::uint32_t>(print->failure->driver_result) : 0u);
+        fields.u32(print ? static_cast<std::uint32_t>(std::max(print->newest_ptx_isa, 0)) : 0u);
+        for (std::size_t i = 0; i < capability_trial_count; ++i)
+            part[at + kFingerprintEntryFixed + i] = print ? outcome_to_wire(print->trials[i]) : kTrialNotReported;
+    }
+    return part;
+}
+
 }  // namespace
+
+DeviceFingerprint DeviceFingerprint::of(const CapabilityFingerprint& fingerprint) {
+    DeviceFingerprint print;
+    for (std::size_t i = 0; i < capability_trial_count; ++i)
+        print.trials[i] = (fingerprint.*capability_trial_list[i].field).outcome;
+    print.newest_ptx_isa = fingerprint.newest_ptx_isa;
+    return print;
+}
+
+std::optional<TrialOutcome> DeviceFingerprint::outcome(const char* trial) const noexcept {
+    if (trial == nullptr) return std::nullopt;
+    for (std::size_t i = 0; i < capability_trial_count; ++i)
+        if (std::strcmp(capability_trial_list[i].name, trial) == 0) return trials[i];
+    return std::nullopt;
+}
 
 DeviceCapabilities every_capability() noexcept {
     DeviceCapabilities all;
@@ -43,7 +175,9 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
     for (std::size_t i = 0; i < device_capability_count; ++i)
         if (reported.*device_capability_list[i].field) rows.push_back(i);
     const std::size_t entries = std::min<std::size_t>(devices.size(), 0xffff);
-    const std::size_t length = kHeaderSize + kRankPartSize + rows.size() * 4 + entries * kDeviceEntrySize;
+    const std::vector<std::uint8_t> fingerprints = fingerprint_part(devices, entries);
+    const std::size_t length =
+        kHeaderSize + kRankPartSize + rows.size() * 4 + entries * kDeviceEntrySize + fingerprints.size();
 
     std::vector<std::uint8_t> bytes(length);
     cudyn::detail::WireWriter out(bytes.data());
@@ -80,6 +214,7 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
         out.reserved(4);
         out.u64(bits);
     }
+    std::copy(fingerprints.begin(), fingerprints.end(), bytes.end() - static_cast<std::ptrdiff_t>(fingerprints.size()));
     return bytes;
 }
 
@@ -191,7 +326,15 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
                 device.capabilities.*device_capability_list[i].field = ((bits >> column_of[i]) & 1) != 0;
         record.devices.push_back(device);
     }
-    // Bytes past `needed`: a part a newer writer appended, skipped.
+    // Version 1 ends here (bytes past `needed` are a later part, skipped);
+    // from version 2 the fingerprint part follows, then perhaps later parts.
+    if (record.version >= 2) {
+        if (size == needed)
+            return malformed("version " + std::to_string(record.version) + " record without its fingerprint part");
+        const auto fingerprints = read_fingerprints(static_cast<const std::uint8_t*>(data) + needed,
+                                                    size - static_cast<std::size_t>(needed), record.devices);
+        if (!fingerprints) return fingerprints.error();
+    }
     return record;
 }
 
@@ -235,7 +378,20 @@ RankRecord probe_this_rank(const RankProbeOptions& options) {
             stop(compute.error());
             break;
         }
-        record.devices.push_back(DeviceReport{ordinal, *compute, *capabilities});
+        DeviceReport report{ordinal, *compute, *capabilities, std::nullopt};
+        if (options.trials) {
+            // A failed fingerprint is this device's answer, not the rank's:
+            // its capabilities were read, and the collective must go on.
+            auto fingerprint = fingerprint_device(*device, FingerprintOptions{options.trial_timeout});
+            if (fingerprint) {
+                report.fingerprint = DeviceFingerprint::of(*fingerprint);
+            } else {
+                report.fingerprint = DeviceFingerprint{};
+                report.fingerprint->failure = ProbeFailure{fingerprint.error().code, fingerprint.error().driver_result};
+                for (auto& trial : report.fingerprint->trials) trial = TrialOutcome::Skipped;
+            }
+        }
+        record.devices.push_back(std::move(report));
     }
     return record;
 }

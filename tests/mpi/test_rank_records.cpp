@@ -46,6 +46,12 @@ public:
         bytes_.insert(bytes_.end(), count, 0);
         return *this;
     }
+    Bytes& u8(std::uint64_t value) { return integer(value, 1); }
+    // A trial name as the fingerprint part writes it: u8 length, then the bytes.
+    Bytes& name(const char* value) {
+        u8(std::strlen(value));
+        return text(value, std::strlen(value));
+    }
     Bytes& run(std::uint8_t first, std::size_t count) {
         for (std::size_t i = 0; i < count; ++i) bytes_.push_back(static_cast<std::uint8_t>(first + i));
         return *this;
@@ -57,6 +63,12 @@ public:
         return bytes_;
     }
     const std::vector<std::uint8_t>& get() const { return bytes_; }
+    std::size_t size() const { return bytes_.size(); }
+    // Writes the u32 at `offset` (a part's size field, say) after the fact.
+    Bytes& patch_u32(std::size_t offset, std::uint32_t value) {
+        for (int i = 0; i < 4; ++i) bytes_[offset + i] = static_cast<std::uint8_t>(value >> (8 * i));
+        return *this;
+    }
 
 private:
     Bytes& integer(std::uint64_t value, int width) {
@@ -100,6 +112,21 @@ RankRecord loaded_rank(int driver_version, std::vector<DeviceReport> devices, co
     return record;
 }
 
+// The fingerprint outcomes of every trial of this cudyn set to `outcome`.
+cudyn::mpi::DeviceFingerprint all_trials(cudyn::TrialOutcome outcome, int ptx_isa) {
+    cudyn::mpi::DeviceFingerprint print;
+    for (auto& trial : print.trials) trial = outcome;
+    print.newest_ptx_isa = ptx_isa;
+    return print;
+}
+
+std::size_t trial_index(const char* name) {
+    for (std::size_t i = 0; i < cudyn::capability_trial_count; ++i)
+        if (std::string(cudyn::capability_trial_list[i].name) == name) return i;
+    FAIL("no trial " << name);
+    return 0;
+}
+
 void check_malformed(const std::vector<std::uint8_t>& bytes, const std::string& expected) {
     auto parsed = parse(bytes);
     REQUIRE_FALSE(parsed.has_value());
@@ -112,15 +139,21 @@ void check_malformed(const std::vector<std::uint8_t>& bytes, const std::string& 
 }  // namespace
 
 TEST_CASE("rank record: a round trip keeps every field", "[unit][mpi-records]") {
-    RankRecord record = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({&cudyn::DeviceCapabilities::win32_handles})},
-                                            DeviceReport{2, {8, 6}, all_but({})}});
+    RankRecord record = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({&cudyn::DeviceCapabilities::win32_handles}), std::nullopt},
+                                            DeviceReport{2, {8, 6}, all_but({}), std::nullopt}});
     record.visible_devices = 3;
     record.probe_failure = cudyn::mpi::ProbeFailure{ErrorCode::OutOfMemory, CUDA_ERROR_OUT_OF_MEMORY};
     record.host.boot_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     record.host.host_name = std::string(70, 'h');  // cut at 64 bytes on the wire
+    record.devices[0].fingerprint = all_trials(cudyn::TrialOutcome::Works, 90);
+    record.devices[0].fingerprint->trials[trial_index("fabric_export")] = cudyn::TrialOutcome::TimedOut;
+    record.devices[0].fingerprint->trials[trial_index("vmm_win32")] = cudyn::TrialOutcome::Skipped;
 
     const auto bytes = record.to_bytes();
-    CHECK(bytes.size() == 16 + 112 + cudyn::device_capability_count * 4 + 2 * 24);
+    std::size_t names = 0;
+    for (const auto& trial : cudyn::capability_trial_list) names += 1 + std::strlen(trial.name);
+    CHECK(bytes.size() == 16 + 112 + cudyn::device_capability_count * 4 + 2 * 24 + 8 + names +
+                              2 * (12 + cudyn::capability_trial_count));
     auto back = parse(bytes);
     REQUIRE(back.has_value());
     CHECK(back->version == cudyn::mpi::kRankRecordVersion);
@@ -141,6 +174,67 @@ TEST_CASE("rank record: a round trip keeps every field", "[unit][mpi-records]") 
     CHECK(back->host.boot_id == record.host.boot_id);
     CHECK(back->host.host_name == std::string(64, 'h'));
     for (const auto& row : cudyn::device_capability_list) CHECK(back->reported.*row.field);
+    REQUIRE(back->devices[0].fingerprint.has_value());
+    const cudyn::mpi::DeviceFingerprint& print = *back->devices[0].fingerprint;
+    CHECK(print.newest_ptx_isa == 90);
+    CHECK_FALSE(print.failure.has_value());
+    CHECK(print.outcome("vmm") == cudyn::TrialOutcome::Works);
+    CHECK(print.outcome("fabric_export") == cudyn::TrialOutcome::TimedOut);
+    CHECK(print.outcome("vmm_win32") == cudyn::TrialOutcome::Skipped);
+    CHECK_FALSE(print.outcome("no_such_trial").has_value());
+    CHECK_FALSE(back->devices[1].fingerprint.has_value());  // no trials run there
+
+    // A fingerprint that failed keeps its error, and an outcome a record
+    // read from an older peer did not have stays unknown when written again.
+    record.devices[1].fingerprint = all_trials(cudyn::TrialOutcome::Skipped, 0);
+    record.devices[1].fingerprint->failure = cudyn::mpi::ProbeFailure{ErrorCode::Driver, CUDA_ERROR_NOT_INITIALIZED};
+    record.devices[0].fingerprint->trials[trial_index("dma_buf")] = std::nullopt;
+    const auto again = record.to_bytes();
+    back = parse(again);
+    REQUIRE(back.has_value());
+    REQUIRE(back->devices[1].fingerprint.has_value());
+    REQUIRE(back->devices[1].fingerprint->failure.has_value());
+    CHECK(back->devices[1].fingerprint->failure->code == ErrorCode::Driver);
+    CHECK(back->devices[1].fingerprint->failure->driver_result == CUDA_ERROR_NOT_INITIALIZED);
+    CHECK(back->devices[1].fingerprint->outcome("vmm") == cudyn::TrialOutcome::Skipped);
+    CHECK_FALSE(back->devices[0].fingerprint->outcome("dma_buf").has_value());
+    CHECK(back->devices[0].fingerprint->outcome("ptx_jit") == cudyn::TrialOutcome::Works);
+}
+
+TEST_CASE("rank record: version 2's fingerprint part built by hand, trials matched by name", "[unit][mpi-records]") {
+    Bytes wire = rank_part(2, 0, 2, 2, 24, 0);
+    wire.u32(0).u32(9).u32(0).u32(0).u64(0);
+    wire.u32(1).u32(9).u32(0).u32(0).u64(0);
+    const std::size_t part = wire.size();
+    wire.u32(0).u16(3).u16(12 + 3);
+    wire.name("ptx_jit").name("vmm").name("fabric_export");
+    wire.u32(1).u32(0).u32(88).u8(0).u8(0).u8(1);  // device 0: ptx_jit and vmm work, fabric_export refused
+    wire.u32(2 + static_cast<std::uint32_t>(ErrorCode::OutOfMemory)).u32(CUDA_ERROR_OUT_OF_MEMORY).u32(0);
+    wire.u8(3).u8(3).u8(3);  // device 1: fingerprint_device failed, every trial skipped
+    wire.patch_u32(part, static_cast<std::uint32_t>(wire.size() - part));
+    auto record = parse(wire.finish());
+    REQUIRE(record.has_value());
+    CHECK(record->version == 2);
+    REQUIRE(record->devices.size() == 2);
+    REQUIRE(record->devices[0].fingerprint.has_value());
+    const auto& first = *record->devices[0].fingerprint;
+    CHECK(first.newest_ptx_isa == 88);
+    CHECK(first.outcome("ptx_jit") == cudyn::TrialOutcome::Works);
+    CHECK(first.outcome("vmm") == cudyn::TrialOutcome::Works);
+    CHECK(first.outcome("fabric_export") == cudyn::TrialOutcome::Refused);
+    CHECK_FALSE(first.outcome("memory_pools").has_value());  // not in its table: unknown
+    REQUIRE(record->devices[1].fingerprint.has_value());
+    REQUIRE(record->devices[1].fingerprint->failure.has_value());
+    CHECK(record->devices[1].fingerprint->failure->code == ErrorCode::OutOfMemory);
+    CHECK(record->devices[1].fingerprint->outcome("vmm") == cudyn::TrialOutcome::Skipped);
+
+    // State 0: no trials run on that device, whatever its outcome bytes say.
+    Bytes none = rank_part(2, 0, 1, 1, 24, 0);
+    none.u32(0).u32(9).u32(0).u32(0).u64(0);
+    none.u32(8 + 4 + 13).u16(1).u16(13).name("vmm").u32(0).u32(0).u32(0).u8(0);
+    auto without = parse(none.finish());
+    REQUIRE(without.has_value());
+    CHECK_FALSE(without->devices[0].fingerprint.has_value());
 }
 
 TEST_CASE("rank record: version 1 bytes built by hand, capabilities matched by attribute", "[unit][mpi-records]") {
@@ -168,6 +262,7 @@ TEST_CASE("rank record: version 1 bytes built by hand, capabilities matched by a
     CHECK(record->reported.managed_memory);
     CHECK_FALSE(record->reported.memory_pools);  // never said: unknown
     CHECK_FALSE(device.capabilities.memory_pools);
+    CHECK_FALSE(device.fingerprint.has_value());  // version 1 has no fingerprint part
 }
 
 TEST_CASE("rank record: a newer writer's extra fields, unknown attributes and parts are skipped",
@@ -177,7 +272,15 @@ TEST_CASE("rank record: a newer writer's extra fields, unknown attributes and pa
     Bytes wire = rank_part(7, 8, 1, 1, 32, 2);
     wire.u32(9999).u32(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
     wire.u32(0).u32(10).u32(0).u32(0).u64(0b11).u64(0xffffffffffffffffu);
-    wire.run(0x55, 40);
+    // Its fingerprint part: a trial this cudyn does not know, an outcome it
+    // has no name for, 4 more bytes per entry and 6 more after the entries.
+    const std::size_t part = wire.size();
+    wire.u32(0).u16(3).u16(12 + 3 + 4);
+    wire.name("teleport").name("vmm").name("host_vmm");
+    wire.u32(1).u32(0).u32(91).u8(1).u8(0).u8(42).u32(0xdeadbeef);
+    wire.run(0x77, 6);
+    wire.patch_u32(part, static_cast<std::uint32_t>(wire.size() - part));
+    wire.run(0x55, 40);  // and a part after it
     auto record = parse(wire.finish());
     REQUIRE(record.has_value());
     CHECK(record->version == 7);
@@ -187,10 +290,17 @@ TEST_CASE("rank record: a newer writer's extra fields, unknown attributes and pa
     CHECK(record->devices[0].capabilities.memory_pools);
     CHECK(record->reported.memory_pools);
     CHECK_FALSE(record->reported.virtual_memory_management);
+    REQUIRE(record->devices[0].fingerprint.has_value());
+    const auto& print = *record->devices[0].fingerprint;
+    CHECK(print.newest_ptx_isa == 91);
+    CHECK(print.outcome("vmm") == cudyn::TrialOutcome::Works);
+    CHECK(print.outcome("host_vmm") == cudyn::TrialOutcome::Failed);  // outcome 42: not "works"
+    CHECK_FALSE(print.outcome("teleport").has_value());
+    CHECK_FALSE(print.outcome("ptx_jit").has_value());
 }
 
 TEST_CASE("rank record: malformed bytes are InvalidArgument naming what is wrong", "[unit][mpi-records]") {
-    const std::vector<std::uint8_t> good = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({})}}).to_bytes();
+    const std::vector<std::uint8_t> good = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt}}).to_bytes();
     REQUIRE(parse(good).has_value());
 
     CHECK(RankRecord::from_bytes(nullptr, 16).error().message == "rank record: null data");
@@ -227,6 +337,39 @@ TEST_CASE("rank record: malformed bytes are InvalidArgument naming what is wrong
     Bytes past_visible = rank_part(1, 0, 1, 1, 24, 0);
     past_visible.u32(1).u32(9).u32(0).u32(0).u64(0);
     check_malformed(past_visible.finish(), "names ordinal 1 of 1 visible devices");
+
+    // Version 2's fingerprint part: one device entry, then the part.
+    const auto with_part = [](std::uint32_t part_size, std::uint16_t names, std::uint16_t entry_size) {
+        Bytes wire = rank_part(2, 0, 1, 1, 24, 0);
+        wire.u32(0).u32(9).u32(0).u32(0).u64(0);
+        wire.u32(part_size).u16(names).u16(entry_size);
+        return wire;
+    };
+    check_malformed(rank_part(2, 0, 0, 0, 24, 0).finish(), "version 2 record without its fingerprint part");
+    Bytes stub = rank_part(2, 0, 0, 0, 24, 0);
+    stub.u32(8);
+    check_malformed(stub.finish(), "4 bytes after the device entries cannot hold a fingerprint part");
+    Bytes too_long = with_part(100, 0, 12);
+    too_long.zeros(12);
+    check_malformed(too_long.finish(), "fingerprint part of 100 bytes, 20 bytes are left");
+    Bytes too_short = with_part(4, 0, 12);
+    too_short.zeros(12);
+    check_malformed(too_short.finish(), "fingerprint part of 4 bytes");
+    Bytes small_fingerprint = with_part(8 + 4 + 12, 1, 12);
+    small_fingerprint.name("vmm").zeros(12);
+    check_malformed(small_fingerprint.finish(), "fingerprint entries of 12 bytes cannot hold 1 trial outcomes");
+    Bytes empty_name = with_part(8 + 1 + 13, 1, 13);
+    empty_name.u8(0).zeros(13);
+    check_malformed(empty_name.finish(), "trial name 0 is empty");
+    Bytes long_name = with_part(8 + 4, 1, 13);
+    long_name.u8(200).text("vmm", 3);
+    check_malformed(long_name.finish(), "trial name 0 is empty or runs past its 12-byte fingerprint part");
+    Bytes named_twice = with_part(8 + 8 + 14, 2, 14);
+    named_twice.name("vmm").name("vmm").zeros(14);
+    check_malformed(named_twice.finish(), "trial \"vmm\" named twice");
+    Bytes missing_entry = with_part(8 + 4, 1, 13);
+    missing_entry.name("vmm");
+    check_malformed(missing_entry.finish(), "fingerprint part of 12 bytes cannot hold 1 entries of 13 bytes");
 }
 
 TEST_CASE("rank record: a CUresult or ErrorCode from a newer peer does not leave the enums' ranges",
@@ -247,12 +390,12 @@ TEST_CASE("rank record: a CUresult or ErrorCode from a newer peer does not leave
 TEST_CASE("capability agreement: AND of flags, lowest versions, and who lacks what", "[unit][mpi-records]") {
     using Caps = cudyn::DeviceCapabilities;
     std::vector<RankRecord> records;
-    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({})}, DeviceReport{1, {9, 0}, all_but({})}}));
-    records.push_back(loaded_rank(12080, {DeviceReport{0, {8, 0}, all_but({&Caps::fabric_handles})}}));
+    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt}, DeviceReport{1, {9, 0}, all_but({}), std::nullopt}}));
+    records.push_back(loaded_rank(12080, {DeviceReport{0, {8, 0}, all_but({&Caps::fabric_handles}), std::nullopt}}));
     RankRecord no_driver;  // not_found: no devices
     no_driver.host.host_name = "login";
     records.push_back(no_driver);
-    RankRecord older = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({})}});
+    RankRecord older = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt}});
     older.version = 1;
     older.reported.memory_pools = false;  // its cudyn did not know the row
     older.devices[0].capabilities.memory_pools = false;
@@ -291,8 +434,8 @@ TEST_CASE("capability agreement: ranks that all agree; the lowest compute capabi
     using Caps = cudyn::DeviceCapabilities;
     const auto without_win32 = all_but({&Caps::win32_handles, &Caps::win32_kmt_handles});
     std::vector<RankRecord> records = {
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, without_win32}}),
-        loaded_rank(12040, {DeviceReport{0, {8, 9}, all_but({})}, DeviceReport{1, {10, 0}, without_win32}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, without_win32, std::nullopt}}),
+        loaded_rank(12040, {DeviceReport{0, {8, 9}, all_but({}), std::nullopt}, DeviceReport{1, {10, 0}, without_win32, std::nullopt}}),
     };
     const CapabilityAgreement agreement = cudyn::mpi::agree_on_capabilities(records);
     CHECK(agreement.min_driver_version == 12040);
@@ -312,6 +455,80 @@ TEST_CASE("capability agreement: ranks that all agree; the lowest compute capabi
     const CapabilityAgreement none = cudyn::mpi::agree_on_capabilities({});
     CHECK(none.rank_count == 0);
     CHECK_FALSE(none.common.virtual_memory_management);
+}
+
+TEST_CASE("capability agreement: trials that work everywhere, who they failed on, the lowest PTX ISA",
+          "[unit][mpi-records]") {
+    using cudyn::TrialOutcome;
+    const auto works = all_trials(TrialOutcome::Works, 90);
+    auto no_fabric = all_trials(TrialOutcome::Works, 87);
+    no_fabric.trials[trial_index("fabric_export")] = TrialOutcome::Refused;
+    auto timed_out = all_trials(TrialOutcome::Works, 90);
+    timed_out.trials[trial_index("fabric_export")] = TrialOutcome::TimedOut;
+    timed_out.trials[trial_index("ptx_jit")] = TrialOutcome::Skipped;
+    auto older_cudyn = all_trials(TrialOutcome::Works, 90);  // a cudyn without the dma_buf trial
+    older_cudyn.trials[trial_index("dma_buf")] = std::nullopt;
+    const cudyn::DeviceCapabilities caps = all_but({});
+
+    std::vector<RankRecord> records = {
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works}, DeviceReport{1, {9, 0}, caps, no_fabric}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, timed_out}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, older_cudyn}}),
+    };
+    CapabilityAgreement agreement = cudyn::mpi::agree_on_capabilities(records);
+    CHECK(agreement.min_ptx_isa == 87);
+    CHECK(agreement.fingerprint_failed.empty());
+    CHECK(agreement.trial_common("vmm"));
+    CHECK(agreement.trial_common("host_numa_vmm"));
+    CHECK_FALSE(agreement.trial_common("fabric_export"));
+    CHECK_FALSE(agreement.trial_common("no_such_trial"));
+    CHECK_FALSE(agreement.trial_common(nullptr));
+    CHECK(agreement.common_trials.size() + agreement.trial_shortfalls.size() == cudyn::capability_trial_count);
+    REQUIRE(agreement.trial_shortfalls.size() == 3);  // in capability_trials.def order
+    CHECK(std::string(agreement.trial_shortfalls[0].trial) == "fabric_export");
+    const auto* fabric = agreement.trial_shortfall("fabric_export");
+    REQUIRE(fabric != nullptr);
+    REQUIRE(fabric->failed.size() == 2);
+    CHECK(fabric->failed[0].rank == 0);
+    CHECK(fabric->failed[0].outcome == TrialOutcome::Refused);  // device 1's answer
+    CHECK(fabric->failed[1].rank == 1);
+    CHECK(fabric->failed[1].outcome == TrialOutcome::TimedOut);
+    CHECK(fabric->unknown.empty());
+    const auto* dma_buf = agreement.trial_shortfall("dma_buf");
+    REQUIRE(dma_buf != nullptr);
+    CHECK(dma_buf->failed.empty());
+    CHECK(dma_buf->unknown == std::vector<int>{2});  // unknown, not "does not work"
+    CHECK(agreement.trial_shortfall("ptx_jit")->failed.front().outcome == TrialOutcome::Skipped);
+    CHECK(agreement.trial_shortfall("vmm") == nullptr);
+
+    // A version-1 rank (no fingerprint), one whose fingerprint failed, and
+    // one without a device.
+    records[2].devices[0].fingerprint = std::nullopt;
+    records[2].version = 1;
+    auto failed = all_trials(TrialOutcome::Skipped, 0);
+    failed.failure = cudyn::mpi::ProbeFailure{ErrorCode::Driver, CUDA_ERROR_LAUNCH_FAILED};
+    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, failed}}));
+    records.push_back(loaded_rank(13000, {}));
+    agreement = cudyn::mpi::agree_on_capabilities(records);
+    CHECK(agreement.common_trials.empty());
+    CHECK(agreement.min_ptx_isa == 0);
+    CHECK(agreement.fingerprint_failed == std::vector<int>{3});
+    const auto* vmm = agreement.trial_shortfall("vmm");
+    REQUIRE(vmm != nullptr);
+    CHECK(vmm->unknown == std::vector<int>{2});
+    REQUIRE(vmm->failed.size() == 2);
+    CHECK(vmm->failed[0].rank == 3);
+    CHECK(vmm->failed[0].outcome == TrialOutcome::Skipped);
+    CHECK(vmm->failed[1].rank == 4);
+
+    // Everywhere: every trial common, the PTX ISA of the one device.
+    const auto alone = cudyn::mpi::agree_on_capabilities({loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works}})});
+    CHECK(alone.common_trials.size() == cudyn::capability_trial_count);
+    CHECK(alone.trial_shortfalls.empty());
+    CHECK(alone.min_ptx_isa == 90);
+    const auto none = cudyn::mpi::agree_on_capabilities({});
+    CHECK(none.common_trials.empty());
+    CHECK(none.min_ptx_isa == 0);
 }
 
 TEST_CASE("host groups: boot id and host name together, numbered by lowest rank", "[unit][mpi-records]") {

@@ -12,8 +12,16 @@
 // device (no driver, no GPU, a failed probe) therefore lacks everything, and
 // a row some rank's cudyn did not know is not common either (that rank is
 // listed as unknown for it, apart from those that said no).
+//
+// The capability trials (capability_fingerprint.hpp) merge the same way: a
+// trial is common when it Works on every device of every rank, and the
+// ranks where it did not are named with the first outcome other than Works
+// among their devices. A rank that ran no trials (an older cudyn, trials not
+// asked for) is unknown for each, apart from the ranks where a trial did
+// not work; a rank with no device did not work (Skipped).
 #pragma once
 
+#include "cudyn/capability_fingerprint.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/mpi/rank_record.hpp"
@@ -30,6 +38,19 @@ struct CapabilityShortfall {
     std::vector<int> unknown;     // ranks whose cudyn did not know this capability
 };
 
+// One rank where a trial did not work, and how it went there.
+struct RankTrialOutcome {
+    int rank = 0;
+    TrialOutcome outcome = TrialOutcome::Skipped;
+};
+
+// One capability trial that does not work on every rank.
+struct TrialShortfall {
+    const char* trial = "";                // the trial's name ("fabric_export")
+    std::vector<RankTrialOutcome> failed;  // ranks where it did not work, with the outcome there
+    std::vector<int> unknown;              // ranks that did not report it (and where nothing said it failed)
+};
+
 struct CapabilityAgreement {
     int rank_count = 0;
     DeviceCapabilities common;                // true where every reported device of every rank says yes
@@ -41,12 +62,22 @@ struct CapabilityAgreement {
     std::vector<int> without_devices;         // ranks that reported no device
     std::vector<int> probe_failed;            // ranks whose probe stopped short (RankRecord::probe_failure)
     std::vector<CapabilityShortfall> shortfalls;  // in device_capabilities.def order; empty: all agree
+    std::vector<const char*> common_trials;       // trials that Work on every device of every rank, in .def order
+    std::vector<TrialShortfall> trial_shortfalls;  // the other trials, in capability_trials.def order
+    int min_ptx_isa = 0;                          // lowest newest PTX ISA of every device; 0 when one has none or is unknown
+    std::vector<int> fingerprint_failed;          // ranks where fingerprint_device failed on a device
 
     // Every capability common to all ranks, and every rank with a device.
     bool unanimous() const noexcept { return shortfalls.empty() && without_devices.empty(); }
     // The shortfall of the capability named like its field, or nullptr when
     // every rank has it (or no capability has that name).
     const CapabilityShortfall* shortfall(const char* capability) const noexcept;
+    // Whether the trial named like its field Works everywhere; false for a
+    // name that is not a trial.
+    bool trial_common(const char* trial) const noexcept;
+    // The shortfall of the trial so named, or nullptr when it works
+    // everywhere (or no trial has that name).
+    const TrialShortfall* trial_shortfall(const char* trial) const noexcept;
 };
 
 // records[r] is rank r's record. No records: an agreement of zero ranks, in

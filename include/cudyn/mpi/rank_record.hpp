@@ -28,18 +28,34 @@
 //   device entries, each of the stated size
 //     u32 ordinal   u32 compute capability major   u32 minor   u32 reserved
 //     u64 capability bits: bit i = "yes" for row i of the table above
-//   (a later version may add a part after the device entries; readers skip it)
+//   fingerprint part (from version 2; a version-1 record ends before it)
+//     u32 part size in bytes, this field included
+//     u16 trial names                          u16 fingerprint entry size (version 2: 12 + trial names)
+//     trial names: each a u8 length (1..255) and that many bytes, the
+//       capability_trials.def field name ("vmm_posix_fd"; never renamed)
+//     fingerprint entries, one per device entry and in its order, each of the stated size
+//       u32 state: 0 no trials run, 1 the trials ran, ErrorCode's value + 2
+//           when fingerprint_device failed (its trials then read Skipped)
+//       u32 that failure's CUresult            u32 newest PTX ISA (major * 10 + minor; 0: none)
+//       u8 per trial name, in the names' order: TrialOutcome's value, 0xff
+//           for a trial not reported
+//   (a later version may add a part after the last one; readers skip it)
 //
 // Capabilities are matched between versions by their CUdevice_attribute, not
 // by position: device_capabilities.def may gain a row anywhere, and a row the
 // writer did not know reads "unknown" (RankRecord::reported), not "no".
 //
-// Adding a field (say a trial result of a capability fingerprint): append it
-// to the rank part or to the device entry, raise kRankRecordVersion, read it
-// only where the stated size covers it, and give older records a value that
-// means "not reported".
+// Trials of a capability fingerprint are matched by name for the same
+// reason: a trial the writer did not run, or whose name this reader does not
+// know, reads "unknown" (nullopt), not "does not work".
+//
+// Adding a field: append it to the rank part, the device entry, the
+// fingerprint entry or as a new part at the end, raise kRankRecordVersion,
+// read it only where the stated size covers it, and give older records a
+// value that means "not reported".
 #pragma once
 
+#include "cudyn/capability_fingerprint.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/error.hpp"
@@ -49,6 +65,8 @@
 
 #include <cuda.h>
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -56,22 +74,40 @@
 
 namespace cudyn::mpi {
 
-inline constexpr std::uint16_t kRankRecordVersion = 1;
+inline constexpr std::uint16_t kRankRecordVersion = 2;  // 2: the fingerprint part
 
 // Every capability row of this cudyn set to true.
 DeviceCapabilities every_capability() noexcept;
-
-struct DeviceReport {
-    int ordinal = 0;
-    ComputeCapability compute;
-    DeviceCapabilities capabilities;  // rows the writer did not know read false (see RankRecord::reported)
-};
 
 // Why a rank's probe stopped short: the error's kind and driver answer (the
 // words stay on the rank that failed).
 struct ProbeFailure {
     ErrorCode code = ErrorCode::Driver;
     CUresult driver_result = CUDA_SUCCESS;
+};
+
+// What the capability trials (capability_fingerprint.hpp) found on one
+// device, as far as a record carries it: each trial's outcome (the details
+// and timings stay on the rank) and the newest PTX ISA.
+struct DeviceFingerprint {
+    // trials[i]: the outcome of capability_trial_list[i]; nullopt where the
+    // writer did not report that trial (its cudyn had no such trial).
+    std::array<std::optional<TrialOutcome>, capability_trial_count> trials{};
+    int newest_ptx_isa = 0;               // major * 10 + minor; 0: none loaded
+    std::optional<ProbeFailure> failure;  // fingerprint_device failed: no trial ran, each reads Skipped
+
+    // The outcomes of a fingerprint this rank took.
+    static DeviceFingerprint of(const CapabilityFingerprint& fingerprint);
+    // The outcome of the trial named like its field ("vmm_posix_fd"); nullopt
+    // when not reported or when no trial has that name.
+    std::optional<TrialOutcome> outcome(const char* trial) const noexcept;
+};
+
+struct DeviceReport {
+    int ordinal = 0;
+    ComputeCapability compute;
+    DeviceCapabilities capabilities;  // rows the writer did not know read false (see RankRecord::reported)
+    std::optional<DeviceFingerprint> fingerprint;  // nullopt: no trials run (not asked for, or a version-1 writer)
 };
 
 struct RankRecord {
@@ -93,7 +129,10 @@ struct RankRecord {
     // part it announces, wrong magic, version 0, a length field that is not
     // the byte count, parts smaller than version 1's, more than 64 capability
     // rows or one attribute listed twice, a device ordinal outside the
-    // visible devices. A newer writer's extra fields and parts are skipped.
+    // visible devices; from version 2 a fingerprint part that is missing,
+    // does not fit, is smaller than version 2's, or names a trial twice or
+    // with no name. A newer writer's extra fields, trials, outcomes (read as
+    // Failed) and parts are skipped.
     static Result<RankRecord> from_bytes(const void* data, std::size_t size);
 };
 
@@ -101,6 +140,11 @@ struct RankProbeOptions {
     // The device ordinals this rank reports (the one it uses, say); empty:
     // every visible device.
     std::vector<int> devices;
+    // Run the capability trials (fingerprint_device) on each reported device,
+    // each trial given trial_timeout. They create and release a little memory
+    // on every device, a few milliseconds each where the driver answers.
+    bool trials = true;
+    std::chrono::milliseconds trial_timeout{5000};
 };
 
 // This process's record: the loader's state and driver version, then the
@@ -109,7 +153,8 @@ struct RankProbeOptions {
 // driver, or whose driver fails a query, still takes its part in a
 // collective: a driver that is not usable is its load state with no devices;
 // a query that fails, or an ordinal in `options` that is not a visible device,
-// stops the probe there with probe_failure set.
+// stops the probe there with probe_failure set. A fingerprint that fails is
+// that device's DeviceFingerprint::failure; the probe goes on.
 RankRecord probe_this_rank(const RankProbeOptions& options = {});
 
 }  // namespace cudyn::mpi
