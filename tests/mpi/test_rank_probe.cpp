@@ -3,15 +3,19 @@
 // devices, tests/mpi/meson.build turns fabric handles off on device 1) also
 // one device keeping the rank out of a common capability, and an ordinal
 // that is not a visible device recorded as the probe's failure, not thrown at
-// the caller.
+// the caller. Each device's capability trials match fingerprint_device's,
+// and a fingerprint that fails is that device's answer, not the rank's.
 #include "../support/catch.hpp"
 
+#include "cudyn/capability_fingerprint.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/device_capabilities.hpp"
 #include "cudyn/loader.hpp"
 #include "cudyn/mpi/capability_agreement.hpp"
 #include "cudyn/mpi/rank_record.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <vector>
 
 TEST_CASE("probe_this_rank: every visible device, as probe_capabilities reads it", "[emulated][gpu][mpi-probe]") {
@@ -65,4 +69,82 @@ TEST_CASE("probe_this_rank: an ordinal past the visible devices stops the probe 
     CHECK(record.devices[0].ordinal == 0);
     CHECK(record.devices[1].ordinal == 1);
     CHECK(cudyn::mpi::agree_on_capabilities({record}).probe_failed == std::vector<int>{0});
+}
+
+TEST_CASE("probe_this_rank: each device's capability trials, as fingerprint_device runs them", "[emulated][gpu][mpi-probe]") {
+    const cudyn::mpi::RankRecord record = cudyn::mpi::probe_this_rank();
+    REQUIRE_FALSE(record.devices.empty());
+    for (const cudyn::mpi::DeviceReport& reported : record.devices) {
+        INFO("device " << reported.ordinal);
+        REQUIRE(reported.fingerprint.has_value());
+        CHECK_FALSE(reported.fingerprint->failure.has_value());
+        auto direct = cudyn::fingerprint_device(*cudyn::Device::get(reported.ordinal));
+        REQUIRE(direct.has_value());
+        CHECK(reported.fingerprint->newest_ptx_isa == direct->newest_ptx_isa);
+        for (const auto& trial : cudyn::capability_trial_list) {
+            INFO(trial.name);
+            CHECK(reported.fingerprint->outcome(trial.name) == (*direct.*trial.field).outcome);
+        }
+    }
+    // As a peer reads it: the record's trials and PTX ISA agree with itself.
+    const auto bytes = record.to_bytes();
+    auto back = cudyn::mpi::RankRecord::from_bytes(bytes.data(), bytes.size());
+    REQUIRE(back.has_value());
+    const auto agreement = cudyn::mpi::agree_on_capabilities({*back, record});
+    CHECK(agreement.fingerprint_failed.empty());
+    for (const auto& shortfall : agreement.trial_shortfalls) {
+        INFO(shortfall.trial);
+        CHECK(shortfall.unknown.empty());
+        CHECK(shortfall.failed.size() == 2);  // both copies of this rank, never one alone
+    }
+    int lowest = record.devices.front().fingerprint->newest_ptx_isa;
+    for (const auto& device : record.devices) lowest = std::min(lowest, device.fingerprint->newest_ptx_isa);
+    CHECK(agreement.min_ptx_isa == lowest);
+}
+
+TEST_CASE("probe_this_rank: the emulated driver's trials work on both devices; PTX ISA 9.0", "[emulated][mpi-probe]") {
+    const cudyn::mpi::RankRecord record = cudyn::mpi::probe_this_rank();
+    REQUIRE(record.devices.size() == 2);
+    const auto agreement = cudyn::mpi::agree_on_capabilities({record});
+    CHECK(agreement.min_ptx_isa == 90);
+    for (const char* trial : {"vmm", "vmm_posix_fd", "memory_pools", "pool_posix_fd", "ptx_jit"}) {
+        INFO(trial);
+        CHECK(agreement.trial_common(trial));
+    }
+    // A Linux build skips the Win32 trial: not common, and said so.
+    const auto* win32 = agreement.trial_shortfall("vmm_win32");
+    REQUIRE(win32 != nullptr);
+    REQUIRE(win32->failed.size() == 1);
+    CHECK(win32->failed[0].outcome == cudyn::TrialOutcome::Skipped);
+}
+
+TEST_CASE("probe_this_rank: trials not asked for, or a fingerprint that fails, leave the rank in", "[emulated][mpi-probe]") {
+    cudyn::mpi::RankProbeOptions options;
+    options.trials = false;
+    const cudyn::mpi::RankRecord without = cudyn::mpi::probe_this_rank(options);
+    REQUIRE(without.devices.size() == 2);
+    for (const auto& device : without.devices) CHECK_FALSE(device.fingerprint.has_value());
+    const auto unknown = cudyn::mpi::agree_on_capabilities({without});
+    CHECK(unknown.common_trials.empty());
+    CHECK(unknown.trial_shortfall("vmm")->unknown == std::vector<int>{0});
+    CHECK(unknown.min_ptx_isa == 0);
+
+    // fingerprint_device refuses a timeout that is not positive: recorded per
+    // device, the capabilities still read and the probe not stopped.
+    options.trials = true;
+    options.trial_timeout = std::chrono::milliseconds{0};
+    const cudyn::mpi::RankRecord failed = cudyn::mpi::probe_this_rank(options);
+    CHECK_FALSE(failed.probe_failure.has_value());
+    REQUIRE(failed.devices.size() == 2);
+    for (const auto& device : failed.devices) {
+        REQUIRE(device.fingerprint.has_value());
+        REQUIRE(device.fingerprint->failure.has_value());
+        CHECK(device.fingerprint->failure->code == cudyn::ErrorCode::InvalidArgument);
+        CHECK(device.fingerprint->outcome("vmm") == cudyn::TrialOutcome::Skipped);
+        CHECK(device.capabilities.virtual_memory_management);
+    }
+    const auto agreement = cudyn::mpi::agree_on_capabilities({failed});
+    CHECK(agreement.fingerprint_failed == std::vector<int>{0});
+    CHECK(agreement.probe_failed.empty());
+    CHECK(agreement.common_trials.empty());
 }
