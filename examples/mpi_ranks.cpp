@@ -4,10 +4,12 @@
 //   mpirun -np 4 ./build/examples/mpi_ranks [--spread]
 //   srun -n 8 --mpi=pmix ./build/examples/mpi_ranks
 //
-// Every rank reports its driver and devices (cudyn::mpi::survey_ranks); rank 0
-// prints what all of them share and which ranks lack what. Each rank then
-// fills a buffer with a pattern of its own on device 0 (--spread: the ranks of
-// a host take its visible devices in turn), exports it as a legacy IPC handle,
+// Every rank reports its driver and devices (cudyn::mpi::survey_ranks), the
+// capability trials included; rank 0 prints what all of them share (one line
+// of the trials that worked everywhere, with the lowest PTX ISA) and which
+// ranks lack what. Each rank then fills a buffer with a pattern of its own on
+// device 0 (--spread: the ranks of a host take its visible devices in turn),
+// exports it as a legacy IPC handle,
 // and receives the descriptors of the ranks on its host
 // (cudyn::mpi::exchange_descriptors); ranks elsewhere are reported as on
 // another host. It opens each, reads it back and checks the peer's pattern.
@@ -63,6 +65,11 @@ void print_agreement(const cudyn::mpi::RankSurvey& survey) {
     for (const auto& shortfall : agreed.shortfalls)
         std::printf("  %s: lacking on ranks %s%s%s\n", shortfall.capability, join(shortfall.lacking).c_str(),
                     shortfall.unknown.empty() ? "" : ", unknown to ranks ", shortfall.unknown.empty() ? "" : join(shortfall.unknown).c_str());
+    // The capability trials: what really worked on every device of every rank.
+    std::string trials;
+    for (const char* trial : agreed.common_trials) trials += std::string(trials.empty() ? "" : " ") + trial;
+    std::printf("  trials working on every rank: %s; lowest PTX ISA %d.%d\n", trials.empty() ? "(none)" : trials.c_str(),
+                agreed.min_ptx_isa / 10, agreed.min_ptx_isa % 10);
     if (!agreed.without_driver.empty()) std::printf("  no usable driver: ranks %s\n", join(agreed.without_driver).c_str());
     for (std::size_t host = 0; host < survey.hosts.hosts.size(); ++host)
         std::printf("  host %zu, %s: ranks %s\n", host, survey.hosts.hosts[host].describe().c_str(),
