@@ -297,8 +297,7 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              require_ok(plan.add(take(managed.managed_range(1024, 1024)), Location::host()));
              t.operation([&] { return plan.execute(); });
              if (t.injected())
-                 CHECK((t.error().find("nothing was issued") != std::string::npos ||
-                        t.error().find("were issued") != std::string::npos ||
+                 CHECK((t.error().find(" issued") != std::string::npos ||
                         t.error().find("cuStreamSynchronize") != std::string::npos));
              require_ok(plan.execute());
          }},
