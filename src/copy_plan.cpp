@@ -8,6 +8,7 @@
 #include "plan_progress.hpp"
 
 #include <cstdint>
+#include <cstdio>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -25,18 +26,7 @@ Error refused(std::size_t copy, const std::string& what) {
 
 std::string hex(CUdeviceptr address) {
     char text[2 + 16 + 1];
-    static const char digits[] = "0123456789abcdef";
-    int n = 0;
-    text[n++] = '0';
-    text[n++] = 'x';
-    bool leading = true;
-    for (int shift = 60; shift >= 0; shift -= 4) {
-        const auto digit = static_cast<unsigned>((address >> shift) & 0xFu);
-        if (leading && digit == 0 && shift != 0) continue;
-        leading = false;
-        text[n++] = digits[digit];
-    }
-    text[n] = '\0';
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(address));
     return text;
 }
 

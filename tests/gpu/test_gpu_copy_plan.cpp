@@ -18,6 +18,8 @@
 #include "cudyn/primary_context.hpp"
 #include "cudyn/stream.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -124,6 +126,35 @@ TEST_CASE("a 13.0 driver has both copy-batch ABIs, and a created stream takes th
     }
     CHECK(CopyPlan::path_for(CU_STREAM_LEGACY) == CopyPlan::Path::PerCopy);
     CHECK(CopyPlan::path_for(CUstream{nullptr}) == CopyPlan::Path::PerCopy);
+}
+
+TEST_CASE("the table holds each cuMemcpyBatchAsync ABI in its legacy-stream form", "[gpu][copy-plan]") {
+    void* library = ::dlopen(cudyn::load_report().library_path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    REQUIRE(library != nullptr);
+    auto proc_address = reinterpret_cast<PFN_cuGetProcAddress_v12000>(::dlsym(library, "cuGetProcAddress_v2"));
+    REQUIRE(proc_address != nullptr);
+    const auto ask = [&](int version, cuuint64_t flags) {
+        void* function = nullptr;
+        CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        const CUresult rc = proc_address("cuMemcpyBatchAsync", &function, version, flags, &status);
+        return rc == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS ? function : nullptr;
+    };
+    const cudyn::DriverTable& table = cudyn::driver();
+    const struct {
+        int version;
+        void* ours;
+    } abis[] = {{12080, reinterpret_cast<void*>(table.cuMemcpyBatchAsync_v12080)},
+                {13000, reinterpret_cast<void*>(table.cuMemcpyBatchAsync_v13000)}};
+    for (const auto& abi : abis) {
+        INFO("cuMemcpyBatchAsync@" << abi.version);
+        if (cudyn::load_report().driver_version < abi.version) {
+            CHECK(abi.ours == nullptr);
+            continue;
+        }
+        REQUIRE(abi.ours != nullptr);
+        CHECK(abi.ours == ask(abi.version, CU_GET_PROC_ADDRESS_LEGACY_STREAM));
+        CHECK(abi.ours != ask(abi.version, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+    }
 }
 
 TEST_CASE("CopyPlan moves every direction on every path and in every source order", "[gpu][copy-plan]") {
