@@ -4,6 +4,7 @@
 // build here instead of corrupting a call at run time.
 #include "cudyn/driver_table.hpp"
 
+#include <cstddef>
 #include <type_traits>
 
 namespace cudyn {
@@ -22,6 +23,19 @@ namespace cudyn {
 #undef CUDYN_DRIVER_ENTRY
 #undef CUDYN_CHECK_DECLARED
 #undef CUDYN_CHECK_UNDECLARED
+
+// The two ABIs of cuMemcpyBatchAsync differ by one parameter, so a typedef
+// that drifted would shift every argument after it. The 13.0 row is checked
+// against cuda.h above; cuda.h 13 no longer declares the 12.8 ABI, so its
+// shape is spelled out here from the 12.8 headers: failIdx before the stream.
+static_assert(std::is_same_v<PFN_cuMemcpyBatchAsync_v12080,
+                             CUresult(CUDAAPI*)(CUdeviceptr*, CUdeviceptr*, std::size_t*, std::size_t,
+                                                CUmemcpyAttributes*, std::size_t*, std::size_t, std::size_t*, CUstream)>,
+              "PFN_cuMemcpyBatchAsync_v12080 is not the 12.8 ABI (failIdx before the stream)");
+static_assert(std::is_same_v<PFN_cuMemcpyBatchAsync_v13000,
+                             CUresult(CUDAAPI*)(CUdeviceptr*, CUdeviceptr*, std::size_t*, std::size_t,
+                                                CUmemcpyAttributes*, std::size_t*, std::size_t, CUstream)>,
+              "PFN_cuMemcpyBatchAsync_v13000 is not the 13.0 ABI (no failIdx)");
 
 static_assert(std::is_standard_layout_v<DriverTable>, "DriverTable offsets are used by the loader");
 static_assert(sizeof(DriverTable) == driver_entry_count * sizeof(void*), "one pointer per listed entry");

@@ -93,7 +93,7 @@ fi
 
 # (b) the project from source with g++ 10, its unit and fake suites.
 suites=()
-for suite in unit fake-emulated fake-cuda11 fake-legacy fake-stub fake-broken nvidia-stub; do
+for suite in unit fake-emulated fake-cuda12 fake-cuda11 fake-legacy fake-stub fake-broken nvidia-stub; do
     suites+=(--suite "$suite")
 done
 gcc10_build() {

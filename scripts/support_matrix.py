@@ -68,6 +68,10 @@ class Driver:
     def has(self, name, version):
         return (name, version) in self.resolved
 
+    def listed(self, name, version):
+        """False when the report predates the entry (a committed real-driver report)."""
+        return any(e["name"] == name and e["version"] == version for e in self.report["entry_points"])
+
     def cap(self, name):
         return bool(self.capabilities.get(name))
 
@@ -113,6 +117,17 @@ def host_vmm_cell(d):
     return "host only" if host else "host NUMA only" if numa else "NotSupported"
 
 
+def copy_plan_cell(d):
+    # The batch on a created stream (CopyPlan::path_for): the 13.0 ABI first.
+    if not d.listed("cuMemcpyBatchAsync", 13000):
+        return "not in this report (it predates the entry)"
+    if d.has("cuMemcpyBatchAsync", 13000):
+        return "one batch call (13.0 ABI)"
+    if d.has("cuMemcpyBatchAsync", 12080):
+        return "one batch call (12.8 ABI)"
+    return "one call per copy"
+
+
 ROWS = [
     ("driver loaded (version, entries resolved, how)", loader_row),
     ("`DeviceBuffer`, `DeviceSpan`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
@@ -123,6 +138,7 @@ ROWS = [
      feature(lambda d: yes_if(d.has("cuMemAdvise", 12020) and d.has("cuMemPrefetchAsync", 12020)))),
     ("`PrefetchPlan`",
      feature(lambda d: "one batch call" if d.has("cuMemPrefetchBatchAsync", 13000) else "one call per range")),
+    ("`CopyPlan`", feature(copy_plan_cell)),
     ("VMM (`AddressRange`, `PhysicalMemory`, `MappedRange`, `GrowableBuffer`)",
      feature(lambda d: yes_if(d.has("cuMemCreate", 10020) and d.cap("virtual_memory_management")))),
     ("POSIX-fd shareable handles",

@@ -5,9 +5,9 @@
 #include "device_facts.hpp"
 #include "legacy_stream_wait.hpp"
 #include "managed_locations.hpp"
+#include "plan_progress.hpp"
 
 #include <algorithm>
-#include <string>
 #include <utility>
 
 namespace cudyn {
@@ -65,11 +65,7 @@ Result<void> PrefetchPlan::execute(StreamRef stream) const {
             auto issued = detail::issue_prefetch(entries_[i].base, entries_[i].bytes, targets[group[i]], stream.handle());
             if (issued) continue;
             Error error = std::move(issued).error();
-            error.message += " (range " + std::to_string(i + 1) + " of " + std::to_string(entries_.size()) +
-                             " failed; " +
-                             (i == 0 ? std::string("nothing was issued")
-                                     : std::to_string(i) + " range(s) before it were issued") +
-                             ")";
+            detail::note_failed_step(error, "range", i, entries_.size());
             return error;
         }
         return ok();

@@ -4,6 +4,7 @@
 #include "cudyn/address_range.hpp"
 #include "cudyn/allocation_properties.hpp"
 #include "cudyn/capability_fingerprint.hpp"
+#include "cudyn/copy_plan.hpp"
 #include "cudyn/device.hpp"
 #include "cudyn/device_buffer.hpp"
 #include "cudyn/device_capabilities.hpp"

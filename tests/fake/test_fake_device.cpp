@@ -17,7 +17,7 @@
 using cudyn_test::FakeDriver;
 using cudyn_test::ScopedFault;
 
-TEST_CASE("devices: count, name, memory, compute capability, peers", "[emulated][cuda11][legacy][device]") {
+TEST_CASE("devices: count, name, memory, compute capability, peers", "[emulated][cuda12][cuda11][legacy][device]") {
     auto count = cudyn::Device::count();
     REQUIRE(count.has_value());
     REQUIRE(*count == 2);  // the fake suites run with FAKECUDA_DEVICES=2
@@ -42,7 +42,7 @@ TEST_CASE("devices: count, name, memory, compute capability, peers", "[emulated]
     }
 }
 
-TEST_CASE("capabilities follow the device attributes", "[emulated][cuda11][legacy][device]") {
+TEST_CASE("capabilities follow the device attributes", "[emulated][cuda12][cuda11][legacy][device]") {
     const FakeDriver& fake = FakeDriver::loaded();
     auto device = cudyn::Device::get(0);
     REQUIRE(device.has_value());
@@ -78,7 +78,7 @@ TEST_CASE("capabilities follow the device attributes", "[emulated][cuda11][legac
     CHECK(cudyn::probe_capabilities(*device)->can_map_host_memory);
 }
 
-TEST_CASE("capabilities are read once per device; a failed read is not kept", "[emulated][cuda11][legacy][device]") {
+TEST_CASE("capabilities are read once per device; a failed read is not kept", "[emulated][cuda12][cuda11][legacy][device]") {
     const FakeDriver& fake = FakeDriver::loaded();
     auto device = cudyn::Device::get(1);
     REQUIRE(device.has_value());
@@ -127,7 +127,7 @@ TEST_CASE("capabilities are read once per device; a failed read is not kept", "[
     CHECK(cudyn::probe_capabilities(*device)->unified_addressing);
 }
 
-TEST_CASE("PrimaryContext retains once per owner and releases on destruction", "[emulated][cuda11][device]") {
+TEST_CASE("PrimaryContext retains once per owner and releases on destruction", "[emulated][cuda12][cuda11][device]") {
     const FakeDriver& fake = FakeDriver::loaded();
     auto device = cudyn::Device::get(1);
     REQUIRE(device.has_value());
@@ -152,7 +152,7 @@ TEST_CASE("PrimaryContext retains once per owner and releases on destruction", "
     CHECK(fake.call_count("cuDevicePrimaryCtxRelease_v2") >= 1);
 }
 
-TEST_CASE("Stream: create, synchronize, destroy; failures leak nothing", "[emulated][cuda11][legacy][device]") {
+TEST_CASE("Stream: create, synchronize, destroy; failures leak nothing", "[emulated][cuda12][cuda11][legacy][device]") {
     const FakeDriver& fake = FakeDriver::loaded();
     auto device = cudyn::Device::get(0);
     REQUIRE(device.has_value());

@@ -7,7 +7,25 @@
 // exports the function (same FAKE_HAS guards as the definitions).
 #include "fake_state.hpp"
 
+#include <cudaTypedefs.h>
+
+#include <type_traits>
+
 namespace {
+
+// cuMemcpyBatchAsync changed ABI without changing its base name: each row
+// below must hand out the function of its version's typedef, or a program
+// asking for one version gets the other's arguments.
+#if FAKE_HAS(12080)
+static_assert(std::is_same<decltype(&cuMemcpyBatchAsync), PFN_cuMemcpyBatchAsync_v12080>::value &&
+                  std::is_same<decltype(&cuMemcpyBatchAsync_ptsz), PFN_cuMemcpyBatchAsync_v12080_ptsz>::value,
+              "cuMemcpyBatchAsync@12080 is the 12.8 ABI (with failIdx)");
+#endif
+#if FAKE_HAS(13000)
+static_assert(std::is_same<decltype(&cuMemcpyBatchAsync_v2), PFN_cuMemcpyBatchAsync_v13000>::value &&
+                  std::is_same<decltype(&cuMemcpyBatchAsync_v2_ptsz), PFN_cuMemcpyBatchAsync_v13000_ptsz>::value,
+              "cuMemcpyBatchAsync@13000 is the 13.0 ABI (without failIdx)");
+#endif
 
 template <typename F>
 void* fn(F* f) {
@@ -93,6 +111,12 @@ const fake::ProcEntry kEntries[] = {
     {"cuMemcpyDtoHAsync", 3020, fn(&cuMemcpyDtoHAsync_v2), fn(&cuMemcpyDtoHAsync_v2_ptsz)},
     {"cuMemcpyDtoDAsync", 3000, fn(&cuMemcpyDtoDAsync), nullptr},
     {"cuMemcpyDtoDAsync", 3020, fn(&cuMemcpyDtoDAsync_v2), fn(&cuMemcpyDtoDAsync_v2_ptsz)},
+#if FAKE_HAS(12080)
+    {"cuMemcpyBatchAsync", 12080, fn(&cuMemcpyBatchAsync), fn(&cuMemcpyBatchAsync_ptsz)},
+#endif
+#if FAKE_HAS(13000)
+    {"cuMemcpyBatchAsync", 13000, fn(&cuMemcpyBatchAsync_v2), fn(&cuMemcpyBatchAsync_v2_ptsz)},
+#endif
     {"cuMemsetD8", 2000, fn(&cuMemsetD8), nullptr},
     {"cuMemsetD8", 3020, fn(&cuMemsetD8_v2), fn(&cuMemsetD8_v2_ptds)},
     {"cuMemsetD8Async", 3020, fn(&cuMemsetD8Async), fn(&cuMemsetD8Async_ptsz)},

@@ -170,12 +170,15 @@ void default_attributes(Device& d, int ordinal) {
     set(CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED, 0);  // as on an H200 with driver 580
 
     // Attributes newer than the variant's driver read 0 ("not supported"):
-    // CUDA 10.2 added the VMM ones (102+), CUDA 12.0 the ones from 126 on.
+    // CUDA 10.2 added the VMM ones (102+), CUDA 12.0 the ones from 126 on,
+    // CUDA 13.0 the host-location ones from 141 on.
     std::size_t newest = CU_DEVICE_ATTRIBUTE_MAX;
     if (FAKECUDA_DRIVER_VERSION < 10020) {
         newest = CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
     } else if (FAKECUDA_DRIVER_VERSION < 12000) {
         newest = CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT;
+    } else if (FAKECUDA_DRIVER_VERSION < 13000) {
+        newest = CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
     }
     for (std::size_t i = newest; i < d.attr.size(); ++i) d.attr[i] = 0;
 }

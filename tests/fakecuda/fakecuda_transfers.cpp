@@ -26,7 +26,9 @@
 // "Device" is device, VMM-mapped, IPC-opened and managed memory; "pinned" is
 // cuMemHostAlloc and registered memory; any other address is pageable.
 #include "fake_state.hpp"
+#include "fake_enum.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -278,6 +280,95 @@ CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, st
         returns);
 }
 
+#if FAKE_HAS(12080)
+// cuMemcpyBatchAsync, both ABIs (12.8 with `failIdx`, 13.0 without: null),
+// as driver 580 answered on an H200
+// (docs/measurements/h200-2026-11-25-batch-dmabuf-hostvmm-pointers.md):
+//
+//   * refused with CUDA_ERROR_INVALID_VALUE at the call, nothing queued: the
+//     legacy default stream (0 on the legacy entry, CU_STREAM_LEGACY on any;
+//     failIdx unwritten), count 0, numAttrs 0, attrIdxs[0] != 0, an order of
+//     0 (INVALID) or above 3 (ANY); cuda.h's further rules (attrIdxs rising,
+//     the last below count, numAttrs <= count) and flag bits other than
+//     PREFER_OVERLAP_WITH_COMPUTE too (documented, not measured);
+//   * a copy of size 0, or one whose range runs past its allocation:
+//     INVALID_VALUE, failIdx = that copy's index, nothing queued;
+//   * success: failIdx = SIZE_MAX, the copies run later, in stream order, as
+//     one piece of stream work (FAKECUDA_STREAM_DELAY_US applies).
+//
+// Within a batch the driver gives no order: the fake runs the copies last to
+// first, so a caller relying on the order it listed them in is caught. The
+// destination is written in stream order whatever the source order says;
+// the source is read when the work runs (STREAM, ANY), or at the call
+// (DURING_API_CALL: the caller may reuse it once the call returns). Untracked
+// addresses are pageable host memory, as with cuMemcpyAsync (the real driver
+// took an unmapped 0x1000 for host memory and crashed); a batch touching
+// pageable memory returns once its work is done (cuMemcpyAsync's rule for a
+// pageable destination, applied to both sides: safe for any caller).
+CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,
+                      size_t* attrIdxs, size_t numAttrs, size_t* failIdx, CUstream stream, bool per_thread) {
+    State& st = fake::state();
+    if (!dsts || !srcs || !sizes || !attrs || !attrIdxs) return CUDA_ERROR_INVALID_VALUE;
+    if (count == 0 || numAttrs == 0 || numAttrs > count) return CUDA_ERROR_INVALID_VALUE;
+    if (stream == CU_STREAM_LEGACY || (stream == nullptr && !per_thread)) return CUDA_ERROR_INVALID_VALUE;
+    if (attrIdxs[0] != 0 || attrIdxs[numAttrs - 1] >= count) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < numAttrs; ++k) {
+        if (k > 0 && attrIdxs[k] <= attrIdxs[k - 1]) return CUDA_ERROR_INVALID_VALUE;
+        const int order = fake::raw(attrs[k].srcAccessOrder);
+        if (order < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || order > CU_MEMCPY_SRC_ACCESS_ORDER_ANY)
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((attrs[k].flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE)) != 0)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
+
+    struct Planned {
+        Operand to, from;
+        std::size_t n;
+        bool during_call;  // the source is read at the call
+    };
+    const auto refuse = [failIdx](size_t i) {
+        if (failIdx) *failIdx = i;
+        return CUDA_ERROR_INVALID_VALUE;
+    };
+    std::vector<Planned> copies;
+    copies.reserve(count);
+    size_t k = 0;
+    bool pageable = false;
+    for (size_t i = 0; i < count; ++i) {
+        while (k + 1 < numAttrs && attrIdxs[k + 1] <= i) ++k;
+        const std::size_t n = sizes[i];
+        if (n == 0) return refuse(i);
+        Operand to = unified(st, dsts[i]);
+        Operand from = unified(st, srcs[i]);
+        if (check_present(st, to, n) != CUDA_SUCCESS || check_present(st, from, n) != CUDA_SUCCESS) return refuse(i);
+        pageable = pageable || side_of(st, to.address) == Side::Pageable || side_of(st, from.address) == Side::Pageable;
+        copies.push_back({to, from, n, fake::raw(attrs[k].srcAccessOrder) == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL});
+    }
+    // Every copy was accepted: now (and only now) read the DURING_API_CALL sources.
+    for (Planned& copy : copies) {
+        if (!copy.during_call) continue;
+        const auto* bytes = static_cast<const unsigned char*>(locate(st, copy.from, copy.n));
+        copy.from.staged = std::make_shared<std::vector<unsigned char>>(bytes, bytes + copy.n);
+        copy.from.how = Operand::How::Staged;
+    }
+    if (failIdx) *failIdx = SIZE_MAX;
+    return submit(
+        st, queue,
+        [copies = std::move(copies)](State& s) {
+            for (auto copy = copies.rbegin(); copy != copies.rend(); ++copy) {
+                void* to = locate(s, copy->to, copy->n);
+                void* from = locate(s, copy->from, copy->n);
+                if (!to || !from) return CUDA_ERROR_ILLEGAL_ADDRESS;
+                std::memmove(to, from, copy->n);
+            }
+            return CUDA_SUCCESS;
+        },
+        pageable ? Returns::WhenDone : Returns::AtOnce);
+}
+#endif
+
 constexpr bool kNoStream = false;
 constexpr bool kStream = true;
 constexpr bool kLegacy = false;
@@ -416,3 +507,41 @@ FAKE_API CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned 
     FAKE_ENTER(fake::kNeedsInit);
     return memset_words(dstDevice, ui, N, 4, hStream, kStream, kPerThread);
 }
+
+// ---- batches ---------------------------------------------------------------------------------
+// The 12.8 ABI keeps the unsuffixed name and reports the failing copy; the
+// 13.0 ABI (cuMemcpyBatchAsync_v2, what cuda.h 13's cuMemcpyBatchAsync
+// means) drops failIdx. Driver 580 exports both, and cuGetProcAddress gives
+// one per version (fakecuda_registry.cpp).
+
+#if FAKE_HAS(12080)
+FAKE_API CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                             CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                             size_t* failIdx, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                                  CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                                  size_t* failIdx, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, kPerThread);
+}
+#endif
+
+#if FAKE_HAS(13000)
+FAKE_API CUresult CUDAAPI cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                                CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                                CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, nullptr, hStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes,
+                                                     size_t count, CUmemcpyAttributes* attrs, size_t* attrsIdxs,
+                                                     size_t numAttrs, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, nullptr, hStream, kPerThread);
+}
+#endif
