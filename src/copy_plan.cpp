@@ -249,11 +249,15 @@ Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_
     if (failed < count)
         error.message += "the driver named copy " + std::to_string(failed + 1) + " of " + std::to_string(count) +
                          ", index " + std::to_string(failed) + ": " + std::to_string(sizes_[failed]) +
-                         " bytes from " + hex(sources_[failed]) + " to " + hex(destinations_[failed]) + ")";
+                         " bytes from " + hex(sources_[failed]) + " to " + hex(destinations_[failed]);
     else if (path == Path::Batch13000)
-        error.message += "the driver did not say which copy failed: its 13.0 ABI reports no index)";
+        error.message += "the driver did not say which copy failed: its 13.0 ABI reports no index";
     else
-        error.message += "the driver did not say which copy failed)";
+        error.message += "the driver did not say which copy failed";
+    // Nothing is queued on the stream, but a refused batch is not untouched:
+    // driver 580 had carried out host-to-host copies listed before the
+    // refused one (wholly or in part) when it returned.
+    error.message += "; host-to-host copies listed before the refused one may have been done)";
     return error;
 }
 

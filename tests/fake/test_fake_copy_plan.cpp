@@ -550,3 +550,28 @@ TEST_CASE("a refused copy is named by its index where the driver says which",
         require_error(fine.execute(stream), ErrorCode::Driver, "the driver did not say which copy failed");
     }
 }
+
+TEST_CASE("a refused batch has done the host-to-host copies listed before the refused one, as driver 580 had",
+          "[emulated][cuda12][copy-plan]") {
+    auto context = activate(0);
+    auto stream = new_stream();
+    const auto small = device_words<std::uint32_t>(kWords - 64, 0);
+    const std::vector<std::uint32_t> source = iota_vector(kWords, 7);
+    const std::vector<std::uint32_t> device_source = iota_vector(kWords, 1);
+    std::vector<std::vector<std::uint32_t>> hosts(3, std::vector<std::uint32_t>(kWords, 0));
+    CopyPlan plan;
+    require_ok(plan.add(HostSpan<std::uint32_t>(hosts[0]), source));
+    require_ok(plan.add(HostSpan<std::uint32_t>(hosts[1]), source));
+    // Runs past its allocation: the driver refuses the batch here.
+    require_ok(plan.add(DeviceSpan<std::uint32_t>(small.device_address(), kWords), device_source));
+    require_ok(plan.add(HostSpan<std::uint32_t>(hosts[2]), source));
+    auto failed = plan.execute(stream);
+    REQUIRE_FALSE(failed.has_value());
+    CHECK(failed.error().message.find("host-to-host copies listed before the refused one may have been done") !=
+          std::string::npos);
+    require_ok(stream.synchronize());
+    CHECK(hosts[0] == source);  // done at the call, before the refusal
+    CHECK(hosts[1] == source);
+    CHECK(hosts[2] == std::vector<std::uint32_t>(kWords, 0));  // listed after it: not done, nothing queued
+    CHECK(read_device(small.device_address(), kWords - 64) == iota_vector(kWords - 64, 0));
+}

@@ -292,7 +292,11 @@ CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, st
 //     the last below count, numAttrs <= count) and flag bits other than
 //     PREFER_OVERLAP_WITH_COMPUTE too (documented, not measured);
 //   * a copy of size 0, or one whose range runs past its allocation:
-//     INVALID_VALUE, failIdx = that copy's index, nothing queued;
+//     INVALID_VALUE, failIdx = that copy's index, nothing queued; but the
+//     copies listed before it between two pageable host ranges have been
+//     done at the call (on the H200 such copies of a refused batch had
+//     written their destinations, wholly or in part, when the call returned;
+//     the fake does them wholly);
 //   * success: failIdx = SIZE_MAX, the copies run later, in stream order, as
 //     one piece of stream work (FAKECUDA_STREAM_DELAY_US applies).
 //
@@ -328,11 +332,16 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
         std::size_t n;
         bool during_call;  // the source is read at the call
     };
-    const auto refuse = [failIdx](size_t i) {
+    std::vector<Planned> copies;
+    const auto refuse = [&](size_t i) {
+        for (const Planned& copy : copies) {
+            if (side_of(st, copy.to.address) != Side::Pageable || side_of(st, copy.from.address) != Side::Pageable)
+                continue;
+            std::memmove(locate(st, copy.to, copy.n), locate(st, copy.from, copy.n), copy.n);
+        }
         if (failIdx) *failIdx = i;
         return CUDA_ERROR_INVALID_VALUE;
     };
-    std::vector<Planned> copies;
     copies.reserve(count);
     size_t k = 0;
     bool pageable = false;
