@@ -23,6 +23,7 @@ END = "<!-- support-matrix:end -->"
 # (column title, fake variant folder or None for "no driver at all")
 FAKE_COLUMNS = [
     ("fake 13.0 (`emulated`)", "emulated"),
+    ("fake 12.8 (`cuda12`)", "cuda12"),
     ("fake 11.8 (`cuda11`)", "cuda11"),
     ("fake 10.1 (`legacy`)", "legacy"),
     ("toolkit stub (fake `stub`)", "stub"),
@@ -56,6 +57,7 @@ class Driver:
         self.resolved = {(e["name"], e["version"]) for e in report["entry_points"] if e["resolved"]}
         devices = report.get("devices") or []
         self.capabilities = devices[0]["capabilities"] if devices else {}
+        self.fingerprint = devices[0].get("fingerprint") if devices else None
 
     def unusable(self):
         state = self.report["state"]
@@ -128,6 +130,28 @@ def copy_plan_cell(d):
     return "one call per copy"
 
 
+def share_any_cell(d):
+    # The kinds share_allocation finds (shared_allocation.hpp): cuMemAlloc
+    # memory always; VMM memory through cuMemRetainAllocationHandle and the
+    # 11.7 mapping attributes; pool memory where pools exist.
+    kinds = ["cuMemAlloc"]
+    if d.has("cuMemRetainAllocationHandle", 11000) and d.report["driver_version"] >= 11070 and d.cap("posix_fd_handles"):
+        kinds.append("VMM")
+    if d.has("cuMemPoolExportPointer", 11020) and d.cap("memory_pools"):
+        kinds.append("pool")
+    return ", ".join(kinds) + " memory"
+
+
+def trials_cell(d):
+    # cudyn-info's trials on device 0: how many the driver really did.
+    if d.fingerprint is None:
+        return NOT_IN_REPORT
+    trials = d.fingerprint["trials"]
+    works = sum(1 for t in trials.values() if t["outcome"] == "works")
+    ptx = d.fingerprint["newest_ptx_isa"]
+    return "%d of %d work%s" % (works, len(trials), ", PTX ISA " + ptx if ptx else "")
+
+
 ROWS = [
     ("driver loaded (version, entries resolved, how)", loader_row),
     ("`DeviceBuffer`, `DeviceSpan`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
@@ -152,6 +176,8 @@ ROWS = [
              else yes_if(d.has("cuMemGetHandleForAddressRange", 11070) and d.cap("dma_buf")))),
     ("memory pools (`MemoryPool`), `StreamOrderedBuffer`",
      feature(lambda d: yes_if(d.has("cuMemPoolCreate", 11020) and d.cap("memory_pools")))),
+    ("`share_allocation` (from an address alone)", feature(share_any_cell)),
+    ("capability trials (`fingerprint_device`, `cudyn-info`)", feature(trials_cell)),
     ("legacy IPC memory (`OpenedMem`), IPC events",
      feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
 ]
