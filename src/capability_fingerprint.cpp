@@ -354,11 +354,15 @@ Result<CapabilityFingerprint> fingerprint_device(const Device& device, const Fin
         return Error::system("std::thread", error.code().value(), "fingerprint_device: could not start the trials");
     }
     // Each trial gets its own time: the deadline moves on whenever one finishes.
+    // The deadline is on the system clock: a wait on the steady clock makes
+    // libstdc++ call pthread_cond_clockwait, which needs glibc 2.30, above the
+    // 2.28 the portable release promises. A system clock set back while a
+    // trial runs only lengthens that trial's bound.
     std::unique_lock<std::mutex> lock(progress->mutex);
     std::size_t seen = 0;
     while (seen < std::size(kTrials)) {
-        const bool moved = progress->changed.wait_for(lock, options.trial_timeout,
-                                                      [&] { return progress->finished > seen; });
+        const auto deadline = std::chrono::system_clock::now() + options.trial_timeout;
+        const bool moved = progress->changed.wait_until(lock, deadline, [&] { return progress->finished > seen; });
         if (!moved) break;
         seen = progress->finished;
     }
