@@ -311,7 +311,7 @@ struct Directions {
 
 // Calls of the three entries a plan may use since construction.
 struct PathCalls {
-    DriverSnapshot snapshot({"cuMemcpyBatchAsync", "cuMemcpyBatchAsync_v2", "cuMemcpyAsync"});
+    DriverSnapshot snapshot = DriverSnapshot({"cuMemcpyBatchAsync", "cuMemcpyBatchAsync_v2", "cuMemcpyAsync"});
     void check(CopyPlan::Path path, long copies) const {
         CHECK(snapshot.calls_since("cuMemcpyBatchAsync_v2") == (path == CopyPlan::Path::Batch13000 ? 1 : 0));
         CHECK(snapshot.calls_since("cuMemcpyBatchAsync") == (path == CopyPlan::Path::Batch12080 ? 1 : 0));
