@@ -178,7 +178,7 @@ TEST_CASE("cuMemAlloc memory, shared from an address inside it, opened by a proc
                         {SharedKind::LegacyIpc, HandleType::None, kMiB});
 }
 
-TEST_CASE("VMM memory, shared from an address inside its mapping (the reservation is larger): a POSIX descriptor",
+TEST_CASE("VMM memory, shared from an address inside its mapping (the reservation is larger), as a POSIX descriptor",
           "[emulated][cuda11][share-any]") {
     auto context = activate(0);
     const VmmMemory vmm(HandleType::PosixFileDescriptor);
@@ -202,7 +202,7 @@ TEST_CASE("VMM memory with both handle types goes as a POSIX descriptor; with on
     require_error(cudyn::share_allocation(base, 4096), ErrorCode::NotSupported, "only the fabric handle type");
 }
 
-TEST_CASE("pool memory from a shareable pool, shared from an address inside the allocation: the pool travels too",
+TEST_CASE("pool memory from a shareable pool, shared from an address inside the allocation, travels with its pool",
           "[emulated][cuda11][share-any]") {
     auto context = activate(0);
     auto pool = take(cudyn::MemoryPool::create(shareable_pool()));
@@ -416,8 +416,8 @@ TEST_CASE("receive_shared: the record's bytes, and malformed messages refused wi
     CHECK(open_descriptors() == descriptors);
 }
 
-TEST_CASE("descriptors reach a process in its own user, PID and mount namespaces (no exporter pid, no /proc of "
-          "the exporter): VMM memory and pool memory",
+TEST_CASE("descriptors reach a process in its own user, PID and mount namespaces, without the exporter's pid or its "
+          "/proc (VMM memory and pool memory)",
           "[emulated][share-any]") {
     auto context = activate(0);
     {

@@ -100,7 +100,7 @@ TEST_CASE("VMM memory mapped at the second granule of a four-granule reservation
     share(base, base + granule + 4096, 1 << 20, Expected(SharedKind::Vmm, HandleType::PosixFileDescriptor, 2 * granule));
 }
 
-TEST_CASE("memory from a pool created shareable, shared from an address inside the allocation: the pool and the "
+TEST_CASE("memory from a pool created shareable, shared from an address inside the allocation, goes as the pool and the "
           "pointer, opened at the offset",
           "[gpu][share-any]") {
     auto context = context_on_device0();
