@@ -32,12 +32,6 @@ constexpr std::size_t kCopies = 1000;
 constexpr std::size_t kBytes = 4096;
 constexpr std::uint64_t kRounds = 50;  // rounds per timed repetition (one round: 1,000 copies + synchronize)
 
-std::string format(const char* pattern, double value) {
-    char buffer[64];
-    std::snprintf(buffer, sizeof buffer, pattern, value);
-    return buffer;
-}
-
 // Device 0's primary context, a stream, 4 MB of pinned memory and of device
 // memory, and the plan of 1,000 copies between them; kept for the whole run.
 struct CopyFixture {
@@ -146,9 +140,7 @@ CaseResult plan_vs_batch(const Settings& settings) {
     in_microseconds(result);
     result.operation = std::string("1000 x 4 KiB pinned -> device + cuStreamSynchronize: CopyPlan vs one raw "
                                    "cuMemcpyBatchAsync, ") + to_string(path);
-    const double ratio = result.ratio();
-    result.notes.push_back("CopyPlan vs raw batch: cudyn/raw " + format("%.3f", ratio) + ", target <= 1.05: " +
-                           (ratio <= 1.05 ? "met" : "NOT met"));
+    add_target_note(result, "CopyPlan vs raw batch", 1.05);
     return result;
 }
 

@@ -71,13 +71,6 @@ const IpcSetup* setup(std::string& why) {
     return nullptr;
 }
 
-void note_target(CaseResult& result, const char* what, double limit) {
-    char line[160];
-    std::snprintf(line, sizeof line, "%s: cudyn/raw %.3f, target <= %.2f: %s", what, result.ratio(), limit,
-                  result.ratio() <= limit ? "met" : "NOT met");
-    result.notes.push_back(line);
-}
-
 // =============================================================================
 // 1. Export: cuIpcGetMemHandle of the base allocation, and of a sub-range
 // =============================================================================
@@ -120,7 +113,7 @@ CaseResult get_mem_handle(const Settings& settings) {
     result.operation = "cuIpcGetMemHandle, 64 MiB cuMemAlloc allocation";
     result.notes.push_back("cudyn: the handle plus the descriptor (offset, size, pid, process token); raw H200 "
                            "reference: ~8 us per cuIpcGetMemHandle");
-    note_target(result, "get-mem-handle", 1.05);
+    add_target_note(result, "get-mem-handle", 1.05);
     return result;
 }
 
@@ -148,7 +141,7 @@ CaseResult export_range(const Settings& settings) {
         });
     if (result.status != Status::Ok) return result;
     result.operation = "cuMemGetAddressRange + cuIpcGetMemHandle of a sub-range";
-    note_target(result, "export-range", 1.05);
+    add_target_note(result, "export-range", 1.05);
     return result;
 }
 
@@ -285,7 +278,7 @@ CaseResult open_mem_handle(const Settings& settings) {
     result.extra = {{"raw_min_us", field(summary, "raw_min_us")}, {"cudyn_min_us", field(summary, "cudyn_min_us")}};
     result.notes.push_back("cudyn's open also asks for the current context, keeps the one-open-per-context record "
                            "and checks the opened size (cuMemGetAddressRange); raw H200 reference: ~110 us");
-    note_target(result, "open-mem-handle", 1.05);
+    add_target_note(result, "open-mem-handle", 1.05);
     return result;
 }
 
@@ -418,7 +411,7 @@ CaseResult first_open(const Settings& settings) {
     result.iterations = 1;
     result.samples = processes;
     result.statistic = "median";
-    note_target(result, "first open", 1.05);
+    add_target_note(result, "first open", 1.05);
     return result;
 }
 
@@ -550,7 +543,7 @@ CaseResult pool_first_import(const Settings& settings) {
                   "pool pointer import takes %.3fx its time",
                   median(legacy_us), result.cudyn / median(legacy_us));
     result.notes.push_back(line);
-    note_target(result, "first pool pointer import", 1.05);
+    add_target_note(result, "first pool pointer import", 1.05);
     return result;
 }
 

@@ -46,12 +46,6 @@ namespace {
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kGiB = std::size_t{1} << 30;
 
-std::string format(const char* pattern, double value) {
-    char buffer[64];
-    std::snprintf(buffer, sizeof buffer, pattern, value);
-    return buffer;
-}
-
 // Device 0's primary context, a stream and the kernels, kept for the whole
 // run (releasing the primary context between cases would tear it down).
 struct MemoryFixture {
@@ -131,14 +125,6 @@ Result<double> timed_ms(Work work) {
 Result<void> raw_result(CUresult rc, const char* entry) {
     if (rc != CUDA_SUCCESS) return Error::from_driver(rc, entry);
     return ok();
-}
-
-void add_target_note(CaseResult& result, const char* what, double limit, bool higher_is_better) {
-    const double ratio = result.ratio();
-    const bool met = higher_is_better ? ratio >= limit : ratio <= limit;
-    result.notes.push_back(std::string(what) + ": cudyn/raw " + format("%.3f", ratio) + ", target " +
-                           (higher_is_better ? ">= " : "<= ") + format("%.2f", limit) + ": " +
-                           (met ? "met" : "NOT met"));
 }
 
 // =============================================================================

@@ -577,6 +577,20 @@ int run_harness(int argc, char** argv) {
     return any_failed ? 1 : 0;
 }
 
+std::string format(const char* pattern, double value) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, pattern, value);
+    return buffer;
+}
+
+void add_target_note(CaseResult& result, const char* what, double limit, bool higher_is_better) {
+    const double ratio = result.ratio();
+    const bool met = higher_is_better ? ratio >= limit : ratio <= limit;
+    result.notes.push_back(std::string(what) + ": cudyn/raw " + format("%.3f", ratio) + ", target " +
+                           (higher_is_better ? ">= " : "<= ") + format("%.2f", limit) + ": " +
+                           (met ? "met" : "NOT met"));
+}
+
 }  // namespace cudyn::bench
 
 int main(int argc, char** argv) { return cudyn::bench::run_harness(argc, argv); }

@@ -166,6 +166,15 @@ CaseResult compare_loops(const Settings& settings, std::uint64_t default_iterati
     return result;
 }
 
+// --- notes -----------------------------------------------------------------
+
+// `value` through a printf pattern with one double ("%.3f").
+std::string format(const char* pattern, double value);
+
+// "WHAT: cudyn/raw R, target <= L: met" (or ">= L" when higher is better),
+// the line every case with a ratio target prints.
+void add_target_note(CaseResult& result, const char* what, double limit, bool higher_is_better = false);
+
 // --- child processes ---------------------------------------------------------
 
 struct ChildOutcome {
