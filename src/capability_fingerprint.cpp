@@ -2,6 +2,7 @@
 
 #include "cudyn/driver_call.hpp"
 #include "cudyn/owner_context.hpp"
+#include "entry_check.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -225,10 +226,9 @@ TrialResult trial_dma_buf(const Device&, CapabilityFingerprint&) {
 #ifdef _WIN32
     return skipped("dma-buf descriptors exist only on Linux");
 #else
-    if (!has_entry(&DriverTable::cuMemGetHandleForAddressRange_v11070))
-        return outcome_of(Error::not_supported("cuMemGetHandleForAddressRange",
-                                               "the driver has no cuMemGetHandleForAddressRange (CUDA 11.7+)"),
-                          "cuMemGetHandleForAddressRange");
+    // Asked first: without the entry, the allocation below would be for nothing.
+    if (auto present = detail::require_entry(&DriverTable::cuMemGetHandleForAddressRange_v11070); !present)
+        return outcome_of(present.error(), "cuMemGetHandleForAddressRange");
     // One host page at the start of an allocation: aligned as dma-buf requires.
     const std::size_t bytes = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     CUdeviceptr memory = 0;
