@@ -3,6 +3,7 @@
 // cudyn_channel component: nothing here knows about CUDA or the driver.
 #include "cudyn/channel/fd_channel.hpp"
 
+#include "core/internal.hpp"
 #include "core/wire_format.hpp"
 
 #if !defined(_WIN32)
@@ -23,25 +24,33 @@
 
 namespace cudyn {
 
+namespace {
+constexpr detail::Operation kPair{"FdChannel::pair"};
+constexpr detail::Operation kConnect{"FdChannel::connect"};
+constexpr detail::Operation kAdopt{"FdChannel::adopt"};
+constexpr detail::Operation kSend{"FdChannel::send"};
+constexpr detail::Operation kReceive{"FdChannel::receive"};
+constexpr detail::Operation kListen{"FdListener::listen"};
+constexpr detail::Operation kAccept{"FdListener::accept"};
+}  // namespace
+
 #if defined(_WIN32)
 
 namespace {
-Error unsupported(const char* operation) {
-    return Error::not_supported({}, std::string(operation) + ": Unix domain socket channels are POSIX only");
+Error unsupported(const detail::Operation& operation) {
+    return operation.not_supported({}, "Unix domain socket channels are POSIX only");
 }
 }  // namespace
 
-Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() { return unsupported("FdChannel::pair"); }
-Result<FdChannel> FdChannel::connect(const std::string&, std::chrono::milliseconds) {
-    return unsupported("FdChannel::connect");
-}
-Result<FdChannel> FdChannel::adopt(FileDescriptor) { return unsupported("FdChannel::adopt"); }
+Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() { return unsupported(kPair); }
+Result<FdChannel> FdChannel::connect(const std::string&, std::chrono::milliseconds) { return unsupported(kConnect); }
+Result<FdChannel> FdChannel::adopt(FileDescriptor) { return unsupported(kAdopt); }
 Result<void> FdChannel::send(std::uint32_t, const void*, std::size_t, int, std::chrono::milliseconds) {
-    return unsupported("FdChannel::send");
+    return unsupported(kSend);
 }
-Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds) { return unsupported("FdChannel::receive"); }
-Result<FdListener> FdListener::listen(const std::string&) { return unsupported("FdListener::listen"); }
-Result<FdChannel> FdListener::accept(std::chrono::milliseconds) { return unsupported("FdListener::accept"); }
+Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds) { return unsupported(kReceive); }
+Result<FdListener> FdListener::listen(const std::string&) { return unsupported(kListen); }
+Result<FdChannel> FdListener::accept(std::chrono::milliseconds) { return unsupported(kAccept); }
 
 #else  // POSIX
 
@@ -106,14 +115,6 @@ private:
     Clock::time_point end_;
 };
 
-Error io_error(const char* operation, const std::string& message) {
-    Error error;  // no driver involved: driver_result keeps its "none" default
-    error.code = ErrorCode::Io;
-    error.entry_point = operation;
-    error.message = message;
-    return error;
-}
-
 [[maybe_unused]] void set_cloexec(int fd) noexcept {
     const int flags = ::fcntl(fd, F_GETFD);
     if (flags >= 0) (void)::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
@@ -125,14 +126,14 @@ void set_nonblocking(int fd, bool on) noexcept {
 }
 
 // A close-on-exec Unix stream socket that never raises SIGPIPE.
-Result<FileDescriptor> stream_socket(const char* operation) {
+Result<FileDescriptor> stream_socket(const detail::Operation& operation) {
 #if defined(SOCK_CLOEXEC)
     FileDescriptor socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
 #else
     FileDescriptor socket(::socket(AF_UNIX, SOCK_STREAM, 0));
     if (socket) set_cloexec(socket.get());
 #endif
-    if (!socket) return Error::system("socket", errno, operation);
+    if (!socket) return Error::system("socket", errno, operation.name());
 #if defined(SO_NOSIGPIPE)
     const int one = 1;
     (void)::setsockopt(socket.get(), SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
@@ -147,49 +148,48 @@ struct SocketAddress {
     bool abstract = false;
 };
 
-Result<SocketAddress> socket_address(const std::string& path, const char* operation) {
+Result<SocketAddress> socket_address(const std::string& path, const detail::Operation& operation) {
     SocketAddress out;
     out.address.sun_family = AF_UNIX;
-    const std::string what = std::string(operation) + ": path";
-    if (path.empty() || path == "@") return Error::invalid_argument(what + " is empty");
-    if (path.find('\0') != std::string::npos) return Error::invalid_argument(what + " contains a NUL byte");
+    if (path.empty() || path == "@") return operation.invalid("path is empty");
+    if (path.find('\0') != std::string::npos) return operation.invalid("path contains a NUL byte");
     const std::size_t capacity = sizeof(out.address.sun_path);
     if (path[0] == '@') {
 #if defined(__linux__)
         const std::size_t name = path.size() - 1;
         if (name > capacity - 1)
-            return Error::invalid_argument(what + " '" + path + "' is longer than the " +
-                                           std::to_string(capacity - 1) + " bytes of an abstract socket name");
+            return operation.invalid("path '" + path + "' is longer than the " + std::to_string(capacity - 1) +
+                                     " bytes of an abstract socket name");
         out.address.sun_path[0] = '\0';
         std::memcpy(out.address.sun_path + 1, path.data() + 1, name);
         out.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name);
         out.abstract = true;
         return out;
 #else
-        return Error::invalid_argument(what + " '" + path + "': abstract socket names ('@...') are Linux only");
+        return operation.invalid("path '" + path + "': abstract socket names ('@...') are Linux only");
 #endif
     }
     if (path.size() > capacity - 1)
-        return Error::invalid_argument(what + " '" + path + "' is longer than the " + std::to_string(capacity - 1) +
-                                       " bytes a Unix socket path may have");
+        return operation.invalid("path '" + path + "' is longer than the " + std::to_string(capacity - 1) +
+                                 " bytes a Unix socket path may have");
     std::memcpy(out.address.sun_path, path.data(), path.size());
     out.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
     return out;
 }
 
 // Waits until `fd` is ready for `events` or the deadline passes.
-Result<void> wait_ready(int fd, short events, const Deadline& deadline, const char* operation) {
+Result<void> wait_ready(int fd, short events, const Deadline& deadline, const detail::Operation& operation) {
     for (;;) {
         pollfd entry{fd, events, 0};
         const int ready = ::poll(&entry, 1, deadline.remaining_ms());
         if (ready < 0) {
             if (errno == EINTR) continue;
-            return Error::system("poll", errno, operation);
+            return Error::system("poll", errno, operation.name());
         }
         if (ready == 0)
-            return Error::timeout(std::string(operation) + ": the peer did not answer within " +
-                                  std::to_string(deadline.timeout_ms()) + " ms");
-        if (entry.revents & POLLNVAL) return Error::invalid_argument(std::string(operation) + ": the socket is closed");
+            return operation.context(
+                Error::timeout("the peer did not answer within " + std::to_string(deadline.timeout_ms()) + " ms"));
+        if (entry.revents & POLLNVAL) return operation.invalid("the socket is closed");
         return ok();  // readable, writable, hung up or failed: the next call says which
     }
 }
@@ -215,10 +215,9 @@ void take_descriptors(msghdr& message, std::vector<FileDescriptor>& descriptors)
 // Reads exactly `size` bytes, gathering any descriptors that come with them.
 Result<void> read_exact(int socket, std::uint8_t* buffer, std::size_t size, std::vector<FileDescriptor>& descriptors,
                         const Deadline& deadline, bool message_started) {
-    constexpr const char* kOperation = "FdChannel::receive";
     std::size_t got = 0;
     while (got < size) {
-        CUDYN_TRY(wait_ready(socket, POLLIN, deadline, kOperation));
+        CUDYN_TRY(wait_ready(socket, POLLIN, deadline, kReceive));
         iovec part{buffer + got, size - got};
         union {
             cmsghdr align;
@@ -232,15 +231,14 @@ Result<void> read_exact(int socket, std::uint8_t* buffer, std::size_t size, std:
         const ssize_t n = ::recvmsg(socket, &message, kReceiveFlags);
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-            if (peer_gone(errno)) return io_error(kOperation, "the peer closed the channel (connection reset)");
-            return Error::system("recvmsg", errno, kOperation);
+            if (peer_gone(errno)) return kReceive.io("the peer closed the channel (connection reset)");
+            return Error::system("recvmsg", errno, kReceive.name());
         }
         take_descriptors(message, descriptors);
-        if (message.msg_flags & MSG_CTRUNC)
-            return io_error(kOperation, "the peer sent more descriptors than one message may carry");
+        if (message.msg_flags & MSG_CTRUNC) return kReceive.io("the peer sent more descriptors than one message may carry");
         if (n == 0) {
-            if (!message_started && got == 0) return io_error(kOperation, "the peer closed the channel");
-            return io_error(kOperation, "the peer closed the channel in the middle of a message");
+            if (!message_started && got == 0) return kReceive.io("the peer closed the channel");
+            return kReceive.io("the peer closed the channel in the middle of a message");
         }
         got += static_cast<std::size_t>(n);
         message_started = true;
@@ -249,30 +247,28 @@ Result<void> read_exact(int socket, std::uint8_t* buffer, std::size_t size, std:
 }
 
 Result<FileDescriptor> connect_once(const SocketAddress& address, bool* retry) {
-    constexpr const char* kOperation = "FdChannel::connect";
     *retry = false;
-    auto socket = stream_socket(kOperation);
-    if (!socket) return std::move(socket).error();
+    CUDYN_TRY_ASSIGN(FileDescriptor socket, stream_socket(kConnect));
     // Non-blocking, so a full backlog answers EAGAIN instead of blocking past the deadline.
-    set_nonblocking(socket->get(), true);
-    if (::connect(socket->get(), reinterpret_cast<const sockaddr*>(&address.address), address.length) != 0) {
+    set_nonblocking(socket.get(), true);
+    if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address.address), address.length) != 0) {
         const int error_number = errno;
         if (error_number == ENOENT || error_number == ECONNREFUSED || error_number == EAGAIN ||
             error_number == EINTR) {
             *retry = true;
-            return Error::system("connect", error_number, kOperation);
+            return Error::system("connect", error_number, kConnect.name());
         }
-        if (error_number != EINPROGRESS) return Error::system("connect", error_number, kOperation);
-        pollfd entry{socket->get(), POLLOUT, 0};
+        if (error_number != EINPROGRESS) return Error::system("connect", error_number, kConnect.name());
+        pollfd entry{socket.get(), POLLOUT, 0};
         int failure = 0;
         socklen_t length = sizeof failure;
         if (::poll(&entry, 1, 100) != 1 ||
-            ::getsockopt(socket->get(), SOL_SOCKET, SO_ERROR, &failure, &length) != 0 || failure != 0) {
+            ::getsockopt(socket.get(), SOL_SOCKET, SO_ERROR, &failure, &length) != 0 || failure != 0) {
             *retry = true;
-            return Error::system("connect", failure != 0 ? failure : ETIMEDOUT, kOperation);
+            return Error::system("connect", failure != 0 ? failure : ETIMEDOUT, kConnect.name());
         }
     }
-    set_nonblocking(socket->get(), false);
+    set_nonblocking(socket.get(), false);
     return socket;
 }
 
@@ -285,7 +281,7 @@ Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() {
 #else
     const int made = ::socketpair(AF_UNIX, SOCK_STREAM, 0, ends);
 #endif
-    if (made != 0) return Error::system("socketpair", errno, "FdChannel::pair");
+    if (made != 0) return Error::system("socketpair", errno, kPair.name());
     FileDescriptor first(ends[0]);
     FileDescriptor second(ends[1]);
 #if !defined(SOCK_CLOEXEC)
@@ -301,24 +297,23 @@ Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() {
 }
 
 Result<FdChannel> FdChannel::connect(const std::string& path, std::chrono::milliseconds timeout) {
-    auto address = socket_address(path, "FdChannel::connect");
-    if (!address) return std::move(address).error();
+    CUDYN_TRY_ASSIGN(const SocketAddress address, socket_address(path, kConnect));
     const Deadline deadline(timeout);
     for (;;) {
         bool retry = false;
-        auto socket = connect_once(*address, &retry);
+        auto socket = connect_once(address, &retry);
         if (socket) return FdChannel(std::move(*socket));
         if (!retry) return std::move(socket).error();
         if (deadline.passed())
-            return Error::timeout("FdChannel::connect: nobody listened at '" + path + "' within " +
-                                  std::to_string(deadline.timeout_ms()) + " ms (last: " +
-                                  socket.error().describe() + ")");
+            return kConnect.context(Error::timeout("nobody listened at '" + path + "' within " +
+                                                   std::to_string(deadline.timeout_ms()) + " ms (last: " +
+                                                   socket.error().describe() + ")"));
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10, deadline.remaining_ms())));
     }
 }
 
 Result<FdChannel> FdChannel::adopt(FileDescriptor socket) {
-    if (!socket) return Error::invalid_argument("FdChannel::adopt: the descriptor is empty");
+    if (!socket) return kAdopt.invalid("the descriptor is empty");
     int type = 0;
     socklen_t length = sizeof type;
     sockaddr_storage address{};
@@ -326,8 +321,7 @@ Result<FdChannel> FdChannel::adopt(FileDescriptor socket) {
     if (::getsockopt(socket.get(), SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM ||
         ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &address_length) != 0 ||
         address.ss_family != AF_UNIX)
-        return Error::invalid_argument("FdChannel::adopt: descriptor " + std::to_string(socket.get()) +
-                                       " is not a Unix stream socket");
+        return kAdopt.invalid("descriptor " + std::to_string(socket.get()) + " is not a Unix stream socket");
 #if defined(SO_NOSIGPIPE)
     const int one = 1;
     (void)::setsockopt(socket.get(), SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
@@ -337,14 +331,13 @@ Result<FdChannel> FdChannel::adopt(FileDescriptor socket) {
 
 Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t size, int fd,
                              std::chrono::milliseconds timeout) {
-    constexpr const char* kOperation = "FdChannel::send";
-    if (!socket_) return Error::invalid_argument("FdChannel::send: the channel is empty or closed");
+    if (!socket_) return kSend.invalid("the channel is empty or closed");
     if (size > kMaxPayload)
-        return Error::invalid_argument("FdChannel::send: payload of " + std::to_string(size) +
-                                       " bytes is larger than the " + std::to_string(kMaxPayload) + " a message carries");
-    if (size != 0 && payload == nullptr) return Error::invalid_argument("FdChannel::send: payload is null");
+        return kSend.invalid("payload of " + std::to_string(size) + " bytes is larger than the " +
+                             std::to_string(kMaxPayload) + " a message carries");
+    if (size != 0 && payload == nullptr) return kSend.invalid("payload is null");
     if (fd < -1 || (fd >= 0 && ::fcntl(fd, F_GETFD) < 0))
-        return Error::invalid_argument("FdChannel::send: fd " + std::to_string(fd) + " is not an open descriptor");
+        return kSend.invalid("fd " + std::to_string(fd) + " is not an open descriptor");
 
     Frame header;
     header.tag = tag;
@@ -361,7 +354,7 @@ Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t
     bool descriptor_sent = fd < 0;
     const Deadline deadline(timeout);
     while (sent < total) {
-        CUDYN_TRY(wait_ready(socket_.get(), POLLOUT, deadline, kOperation));
+        CUDYN_TRY(wait_ready(socket_.get(), POLLOUT, deadline, kSend));
         iovec parts[2];
         int count = 0;
         if (sent < kFrameSize) parts[count++] = iovec{frame.data() + sent, kFrameSize - sent};
@@ -386,9 +379,9 @@ Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
             if (peer_gone(errno))
-                return io_error(kOperation, sent == 0 ? "the peer closed the channel"
-                                                      : "the peer closed the channel in the middle of a message");
-            return Error::system("sendmsg", errno, kOperation);
+                return kSend.io(sent == 0 ? "the peer closed the channel"
+                                          : "the peer closed the channel in the middle of a message");
+            return Error::system("sendmsg", errno, kSend.name());
         }
         descriptor_sent = true;
         sent += static_cast<std::size_t>(n);
@@ -397,8 +390,7 @@ Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t
 }
 
 Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
-    constexpr const char* kOperation = "FdChannel::receive";
-    if (!socket_) return Error::invalid_argument("FdChannel::receive: the channel is empty or closed");
+    if (!socket_) return kReceive.invalid("the channel is empty or closed");
     const Deadline deadline(timeout);
     std::vector<FileDescriptor> descriptors;  // closed on every error path
     std::uint8_t frame[kFrameSize];
@@ -406,74 +398,68 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
 
     Frame header;
     if (auto checked = detail::read_record(frame, kFrameSize, header); !checked)
-        return io_error(kOperation, "the peer sent something that is not a cudyn channel frame: " +
-                                        checked.error().message);
+        return kReceive.io("the peer sent something that is not a cudyn channel frame: " + checked.error().message);
     ChannelMessage message;
     message.tag = header.tag;
     const std::uint32_t flags = header.flags;
     const std::uint32_t size = header.payload_size;
     if (size > kMaxPayload || (flags & ~kCarriesDescriptor) != 0)
-        return io_error(kOperation, "the peer sent a malformed frame (payload " + std::to_string(size) + " bytes, flags " +
-                                        std::to_string(flags) + ")");
+        return kReceive.io("the peer sent a malformed frame (payload " + std::to_string(size) + " bytes, flags " +
+                           std::to_string(flags) + ")");
     message.payload.resize(size);
     CUDYN_TRY(read_exact(socket_.get(), message.payload.data(), size, descriptors, deadline, true));
 
     const bool announced = (flags & kCarriesDescriptor) != 0;
     if (announced && descriptors.empty())
-        return io_error(kOperation, "the frame announced a descriptor but none arrived");
+        return kReceive.io("the frame announced a descriptor but none arrived");
     if (descriptors.size() > (announced ? 1u : 0u))
-        return io_error(kOperation, "the peer sent " + std::to_string(descriptors.size()) +
-                                        " descriptors with a message that carries " + (announced ? "one" : "none"));
+        return kReceive.io("the peer sent " + std::to_string(descriptors.size()) +
+                           " descriptors with a message that carries " + (announced ? "one" : "none"));
     if (announced) {
         struct stat info {};
         if (::fstat(descriptors.front().get(), &info) != 0)
-            return Error::system("fstat", errno, "FdChannel::receive: the received descriptor is not usable");
+            return Error::system("fstat", errno, std::string(kReceive.name()) + ": the received descriptor is not usable");
         message.fd = std::move(descriptors.front());
     }
     return message;
 }
 
 Result<FdListener> FdListener::listen(const std::string& path) {
-    constexpr const char* kOperation = "FdListener::listen";
-    auto address = socket_address(path, kOperation);
-    if (!address) return std::move(address).error();
-    auto socket = stream_socket(kOperation);
-    if (!socket) return std::move(socket).error();
-    const auto* raw = reinterpret_cast<const sockaddr*>(&address->address);
-    if (::bind(socket->get(), raw, address->length) != 0) {
-        if (errno != EADDRINUSE || address->abstract) return Error::system("bind", errno, std::string(kOperation) + ": " + path);
+    CUDYN_TRY_ASSIGN(const SocketAddress address, socket_address(path, kListen));
+    CUDYN_TRY_ASSIGN(FileDescriptor socket, stream_socket(kListen));
+    const std::string where = std::string(kListen.name()) + ": ";
+    const auto* raw = reinterpret_cast<const sockaddr*>(&address.address);
+    if (::bind(socket.get(), raw, address.length) != 0) {
+        if (errno != EADDRINUSE || address.abstract) return Error::system("bind", errno, where + path);
         // A socket file is there: replace it only when nobody listens on it.
         bool retry = false;
-        if (connect_once(*address, &retry).has_value())
-            return Error::system("bind", EADDRINUSE, std::string(kOperation) + ": another process listens at '" + path + "'");
+        if (connect_once(address, &retry).has_value())
+            return Error::system("bind", EADDRINUSE, where + "another process listens at '" + path + "'");
         struct stat info {};
         if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode))
-            return Error::system("bind", EADDRINUSE, std::string(kOperation) + ": '" + path + "' exists and is not a socket");
+            return Error::system("bind", EADDRINUSE, where + "'" + path + "' exists and is not a socket");
         (void)::unlink(path.c_str());
-        if (::bind(socket->get(), raw, address->length) != 0)
-            return Error::system("bind", errno, std::string(kOperation) + ": " + path);
+        if (::bind(socket.get(), raw, address.length) != 0) return Error::system("bind", errno, where + path);
     }
-    if (::listen(socket->get(), 16) != 0) {
+    if (::listen(socket.get(), 16) != 0) {
         const int error_number = errno;
-        if (!address->abstract) (void)::unlink(path.c_str());
-        return Error::system("listen", error_number, std::string(kOperation) + ": " + path);
+        if (!address.abstract) (void)::unlink(path.c_str());
+        return Error::system("listen", error_number, where + path);
     }
-    set_nonblocking(socket->get(), true);  // accept() after poll() never blocks
-    return FdListener(std::move(*socket), path, !address->abstract);
+    set_nonblocking(socket.get(), true);  // accept() after poll() never blocks
+    return FdListener(std::move(socket), path, !address.abstract);
 }
 
 Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
-    constexpr const char* kOperation = "FdListener::accept";
-    const FileDescriptor& listening = owner_.get().socket;
-    if (!listening) return Error::invalid_argument("FdListener::accept: the listener is empty");
+    const FileDescriptor& listening = held_->socket;
+    if (!listening) return kAccept.invalid("the listener is empty");
     const Deadline deadline(timeout);
     for (;;) {
-        if (auto ready = wait_ready(listening.get(), POLLIN, deadline, kOperation); !ready) {
-            Error error = std::move(ready).error();
-            if (error.code == ErrorCode::Timeout)
-                error.message = std::string(kOperation) + ": nobody connected to '" + path() + "' within " +
-                                std::to_string(deadline.timeout_ms()) + " ms";
-            return error;
+        if (auto ready = wait_ready(listening.get(), POLLIN, deadline, kAccept); !ready) {
+            if (ready.error().code == ErrorCode::Timeout)
+                return kAccept.context(Error::timeout("nobody connected to '" + path() + "' within " +
+                                                      std::to_string(deadline.timeout_ms()) + " ms"));
+            return std::move(ready).error();
         }
 #if defined(__linux__)
         FileDescriptor connection(::accept4(listening.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -483,7 +469,7 @@ Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
 #endif
         if (!connection) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) continue;
-            return Error::system("accept", errno, kOperation);
+            return Error::system("accept", errno, kAccept.name());
         }
         set_nonblocking(connection.get(), false);
         return FdChannel::adopt(std::move(connection));
@@ -492,19 +478,19 @@ Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
 
 #endif  // POSIX
 
-Result<void> FdListener::Traits::release(State& state) {
+Result<void> FdListener::Held::release() {
 #if !defined(_WIN32)
-    if (std::exchange(state.unlink, false) && !state.path.empty()) (void)::unlink(state.path.c_str());
+    if (std::exchange(unlink, false) && !path.empty()) (void)::unlink(path.c_str());
 #endif
-    return state.socket.close();
+    return socket.close();
 }
 
 Result<ChannelMessage> FdChannel::receive(std::uint32_t expected_tag, std::chrono::milliseconds timeout) {
     auto message = receive(timeout);
     if (!message) return message;
     if (message->tag != expected_tag)
-        return Error::invalid_argument("FdChannel::receive: expected a message tagged " +
-                                       std::to_string(expected_tag) + ", got " + std::to_string(message->tag));
+        return kReceive.invalid("expected a message tagged " + std::to_string(expected_tag) + ", got " +
+                                std::to_string(message->tag));
     return message;
 }
 

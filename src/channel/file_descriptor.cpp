@@ -1,6 +1,8 @@
 // cudyn — FileDescriptor.
 #include "cudyn/channel/file_descriptor.hpp"
 
+#include "core/internal.hpp"
+
 #if defined(_WIN32)
 #include <io.h>
 #else
@@ -23,15 +25,15 @@ int close_fd(int fd) noexcept {
 }
 }  // namespace
 
-Result<void> FileDescriptor::Traits::release(State& state) {
+Result<void> FileDescriptor::Held::release() {
     // EINTR is success here: the descriptor is closed either way.
-    if (close_fd(std::exchange(state.fd, -1)) != 0 && errno != EINTR)
+    if (close_fd(std::exchange(fd, -1)) != 0 && errno != EINTR)
         return Error::system("close", errno, "FileDescriptor::close");
     return ok();
 }
 
 Result<FileDescriptor> FileDescriptor::duplicate() const {
-    if (!valid()) return Error::invalid_argument("FileDescriptor::duplicate: the descriptor is empty");
+    if (!valid()) return detail::Operation{"FileDescriptor::duplicate"}.invalid("the descriptor is empty");
 #if defined(_WIN32)
     const int copy = ::_dup(get());
 #else

@@ -1,5 +1,7 @@
-// cudyn — the byte layout shared by every serialisable IPC record (memory and
-// event descriptors, shareable-memory metadata, channel frames). Not installed.
+// cudyn — the byte layout shared by every serialisable record that travels
+// between processes (memory, event and pool descriptors, their metadata,
+// channel frames), and RecordAccess, the library's way into records' private
+// fields. Not installed.
 //
 // A record is a 16-byte header, then its fields, all little-endian:
 //
@@ -16,24 +18,32 @@
 //         static constexpr const char* kName = "Thing";  // names it in parse errors
 //         template <typename Wire, typename Record>      // Record: Thing or const Thing
 //         static constexpr void fields(Wire& wire, Record& thing) {
-//             wire.u64(thing.size);
-//             wire.handle(thing.handle);
+//             auto& f = RecordAccess::fields(thing);
+//             wire.exporter(f.exporter);
+//             wire.u64(f.size);
+//             wire.handle(f.handle);
 //             wire.reserved(4);
 //         }
+//         static Result<void> validate(const Thing& thing);  // optional: what the values must satisfy
 //     };
 //
-// write_record() walks fields() with a WireWriter, read_record() with a
+// write_record() walks fields() with a WireWriter, parse_record() with a
 // WireReader, and a WireSize walk checks at compile time that the fields fill
 // Thing::kSerializedSize: writer and reader cannot disagree about the order,
 // the widths or the length, because there is only one list.
 //
 // Records cross process boundaries, so parsing trusts nothing: the magic,
-// version and length are checked before a field is read, and a failure names
-// the record and what was wrong. What the values must satisfy is the
-// record's own from_bytes() business, after read_record().
+// version and length are checked before a field is read; an exporter
+// identity of 0 and an all-zero driver handle are refused by the reader
+// itself, so no record can forget them; then the layout's validate(). A
+// failure is InvalidArgument naming the record and what was wrong.
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/record_access.hpp"
+
+#include "core/internal.hpp"
+#include "core/process_identity.hpp"
 
 #include <array>
 #include <cstddef>
@@ -41,14 +51,49 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace cudyn::detail {
+
+// The one door into records' private parts (record_access.hpp). A record
+// keeps what travels in one private aggregate, `fields_`, and has a private
+// default constructor (its blank form); an owner of imported memory
+// (ImportedAllocation) keeps private constructors for make().
+struct RecordAccess {
+    // T from one of its private constructors: a blank record when no arguments.
+    template <typename T, typename... Args>
+    static T make(Args&&... args) {
+        return T(std::forward<Args>(args)...);
+    }
+    // For a public blank constructor that a Result calls in place.
+    static RecordKey key() noexcept { return RecordKey(); }
+
+    template <typename Record>
+    static constexpr auto& fields(Record& record) noexcept {
+        return record.fields_;
+    }
+    template <typename Record>
+    static constexpr const auto& fields(const Record& record) noexcept {
+        return record.fields_;
+    }
+
+    static ExporterIdentity exporter(std::uint64_t pid, std::uint64_t token) noexcept {
+        ExporterIdentity identity;
+        identity.pid_ = pid;
+        identity.token_ = token;
+        return identity;
+    }
+    // This process, as exporter of what it exports now.
+    static ExporterIdentity this_exporter() noexcept {
+        const ProcessIdentity self = this_process();
+        return exporter(self.pid, self.token);
+    }
+};
 
 inline constexpr std::size_t kWireHeaderSize = 16;
 inline constexpr std::uint16_t kWireVersion = 1;
 
-// Specialised once per record (see above); public headers befriend the
-// specialisation of a record with private fields.
+// Specialised once per record (see above), in the record's own .cpp.
 template <typename Record>
 struct WireLayout;
 
@@ -86,10 +131,21 @@ public:
         check_wire_width<T, 8>();
         little_endian(static_cast<std::uint64_t>(value), 8);
     }
-    // A driver handle's opaque bytes (IpcHandle: kSize, to_bytes()).
+    // Who exported the record: u64 pid, u64 token.
+    void exporter(const ExporterIdentity& identity) noexcept { exporter(identity.pid(), identity.token()); }
+    void exporter(std::uint64_t pid, std::uint64_t token) noexcept {
+        u64(pid);
+        u64(token);
+    }
+    // A fixed run of opaque bytes (a type with kSize and to_bytes()).
+    template <typename Fixed>
+    void fixed(const Fixed& value) noexcept {
+        bytes(value.to_bytes().data(), Fixed::kSize);
+    }
+    // A driver handle (IpcHandle), the same way.
     template <typename Handle>
     void handle(const Handle& value) noexcept {
-        bytes(value.to_bytes().data(), Handle::kSize);
+        fixed(value);
     }
     void reserved(std::size_t size) noexcept {
         std::memset(out_ + at_, 0, size);
@@ -108,36 +164,36 @@ private:
     std::size_t at_ = 0;
 };
 
-// Reads fields in order from a record whose header check() accepted.
+// Reads fields in order from a record whose header check() accepted, and
+// remembers the first value no record may hold (problem()).
 class WireReader {
 public:
     WireReader(const void* data, std::size_t size) noexcept
         : in_(static_cast<const std::uint8_t*>(data)), size_(size) {}
 
-    // InvalidArgument "<what>: ..." unless the bytes hold exactly one record
-    // with this magic, the supported version and `length` bytes. Leaves the
-    // reader after the header.
-    Result<void> check(const char (&magic)[9], std::size_t length, const char* what) {
-        const std::string name(what);
-        if (in_ == nullptr) return Error::invalid_argument(name + ": null data");
+    // InvalidArgument "<record>: ..." unless the bytes hold exactly one
+    // record with this magic, the supported version and `length` bytes.
+    // Leaves the reader after the header.
+    Result<void> check(const char (&magic)[9], std::size_t length, const Operation& record) {
+        if (in_ == nullptr) return record.invalid("null data");
         if (size_ < kWireHeaderSize)
-            return Error::invalid_argument(name + ": " + std::to_string(size_) + " bytes is shorter than its " +
-                                           std::to_string(kWireHeaderSize) + "-byte header");
+            return record.invalid(std::to_string(size_) + " bytes is shorter than its " +
+                                  std::to_string(kWireHeaderSize) + "-byte header");
         if (std::memcmp(in_, magic, 8) != 0)
-            return Error::invalid_argument(name + ": wrong magic (not a " + std::string(magic, 8) + " record)");
+            return record.invalid("wrong magic (not a " + std::string(magic, 8) + " record)");
         at_ = 8;
         std::uint16_t version = 0;
         u16(version);
         if (version != kWireVersion)
-            return Error::invalid_argument(name + ": version " + std::to_string(version) + ", this cudyn reads " +
-                                           std::to_string(kWireVersion));
+            return record.invalid("version " + std::to_string(version) + ", this cudyn reads " +
+                                  std::to_string(kWireVersion));
         std::uint16_t stated = 0;
         u16(stated);
         reserved(4);
         if (stated != length || size_ != length)
-            return Error::invalid_argument(name + ": length field says " + std::to_string(stated) + " bytes, " +
-                                           std::to_string(size_) + " were given, version " +
-                                           std::to_string(kWireVersion) + " records are " + std::to_string(length));
+            return record.invalid("length field says " + std::to_string(stated) + " bytes, " + std::to_string(size_) +
+                                  " were given, version " + std::to_string(kWireVersion) + " records are " +
+                                  std::to_string(length));
         return ok();
     }
 
@@ -156,18 +212,42 @@ public:
         check_wire_width<T, 8>();
         value = static_cast<T>(little_endian(8));
     }
-    template <typename Handle>
-    void handle(Handle& value) noexcept {
-        typename Handle::Bytes raw{};
+    void exporter(ExporterIdentity& identity) noexcept {
+        std::uint64_t pid = 0;
+        std::uint64_t token = 0;
+        exporter(pid, token);
+        identity = RecordAccess::exporter(pid, token);
+    }
+    void exporter(std::uint64_t& pid, std::uint64_t& token) noexcept {
+        u64(pid);
+        u64(token);
+        if (pid == 0) refuse("exporter process id is 0");
+        if (token == 0) refuse("exporter token is 0");
+    }
+    template <typename Fixed>
+    void fixed(Fixed& value) noexcept {
+        typename Fixed::Bytes raw{};
         std::memcpy(raw.data(), in_ + at_, raw.size());
         at_ += raw.size();
-        value = Handle::from_bytes(raw);
+        value = Fixed::from_bytes(raw);
+    }
+    // A driver handle: all zero bytes are no handle.
+    template <typename Handle>
+    void handle(Handle& value) noexcept {
+        fixed(value);
+        if (value == Handle()) refuse("the handle is all zero");
     }
     // Reserved bytes are not checked: a later version may give them a meaning
     // that this one can ignore.
     void reserved(std::size_t size) noexcept { at_ += size; }
 
+    // The first refused value the fields held, or nullptr.
+    const char* problem() const noexcept { return problem_; }
+
 private:
+    void refuse(const char* what) noexcept {
+        if (problem_ == nullptr) problem_ = what;
+    }
     std::uint64_t little_endian(int width) noexcept {
         std::uint64_t value = 0;
         for (int i = 0; i < width; ++i) value |= static_cast<std::uint64_t>(in_[at_++]) << (8 * i);
@@ -176,6 +256,7 @@ private:
     const std::uint8_t* in_;
     std::size_t size_;
     std::size_t at_ = 0;
+    const char* problem_ = nullptr;
 };
 
 // Adds up a layout's widths without touching a record, for the static_assert below.
@@ -187,6 +268,10 @@ public:
     constexpr void u32(const T&) noexcept { size_ += 4; }
     template <typename T>
     constexpr void u64(const T&) noexcept { size_ += 8; }
+    constexpr void exporter(const ExporterIdentity&) noexcept { size_ += 16; }
+    constexpr void exporter(const std::uint64_t&, const std::uint64_t&) noexcept { size_ += 16; }
+    template <typename Fixed>
+    constexpr void fixed(const Fixed&) noexcept { size_ += Fixed::kSize; }
     template <typename Handle>
     constexpr void handle(const Handle&) noexcept { size_ += Handle::kSize; }
     constexpr void reserved(std::size_t size) noexcept { size_ += size; }
@@ -234,15 +319,33 @@ std::array<std::uint8_t, Record::kSerializedSize> write_record(const Record& rec
     return bytes;
 }
 
-// Fills `record` from bytes that check() accepts (InvalidArgument naming
-// WireLayout<Record>::kName otherwise; `record` is then untouched).
+// Fills `record` from bytes that check() accepts and whose fields hold no
+// refused value (InvalidArgument naming WireLayout<Record>::kName otherwise).
 template <typename Record>
 Result<void> read_record(const void* data, std::size_t size, Record& record) {
     check_layout_size<Record>();
+    constexpr Operation kRecord{WireLayout<Record>::kName};
     WireReader in(data, size);
-    CUDYN_TRY(in.check(WireLayout<Record>::kMagic, Record::kSerializedSize, WireLayout<Record>::kName));
+    CUDYN_TRY(in.check(WireLayout<Record>::kMagic, Record::kSerializedSize, kRecord));
     WireLayout<Record>::fields(in, record);
+    if (in.problem() != nullptr) return kRecord.invalid(in.problem());
     return ok();
+}
+
+template <typename Layout, typename Record, typename = void>
+struct HasValidate : std::false_type {};
+template <typename Layout, typename Record>
+struct HasValidate<Layout, Record, std::void_t<decltype(Layout::validate(std::declval<const Record&>()))>>
+    : std::true_type {};
+
+// A record's from_bytes(): read_record(), then the layout's validate() where
+// it has one.
+template <typename Record>
+Result<Record> parse_record(const void* data, std::size_t size) {
+    Record record = RecordAccess::make<Record>();
+    CUDYN_TRY(read_record(data, size, record));
+    if constexpr (HasValidate<WireLayout<Record>, Record>::value) CUDYN_TRY(WireLayout<Record>::validate(record));
+    return record;
 }
 
 }  // namespace cudyn::detail

@@ -47,7 +47,7 @@ std::vector<std::uint8_t> write_contribution(const Result<std::vector<std::uint8
     const std::size_t body = mine.has_value() ? mine->size() : kNothingFields + entry.size() + message.size();
     std::vector<std::uint8_t> frame(kHeaderSize + body);
     cudyn::detail::WireWriter out(frame.data());
-    out.handle(magic_bytes(kMagic));
+    out.fixed(magic_bytes(kMagic));
     out.u16(std::uint16_t{1});
     out.u16(mine.has_value() ? kShared : kNothing);
     // Never past 4 GiB: the exchange refuses contributions over INT_MAX bytes first.
@@ -74,7 +74,7 @@ PeerBytes read_contribution(int rank, const void* data, std::size_t size) {
                                    "-byte header");
     cudyn::detail::WireReader in(data, size);
     FixedBytes<8> magic;
-    in.handle(magic);
+    in.fixed(magic);
     if (magic.value != magic_bytes(kMagic).value) return malformed(rank, "wrong magic (not a CUDYNPDX frame)");
     std::uint16_t version = 0, kind = 0;
     std::uint32_t length = 0;

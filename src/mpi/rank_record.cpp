@@ -181,7 +181,7 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
 
     std::vector<std::uint8_t> bytes(length);
     cudyn::detail::WireWriter out(bytes.data());
-    out.handle(detail::magic_bytes(kMagic));
+    out.fixed(detail::magic_bytes(kMagic));
     out.u16(kRankRecordVersion);
     out.u16(static_cast<std::uint16_t>(kRankPartSize));
     out.u32(static_cast<std::uint32_t>(length));
@@ -196,10 +196,10 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
     out.u32(probe_failure ? static_cast<std::uint32_t>(probe_failure->code) + 1 : 0u);
     out.u32(probe_failure ? static_cast<std::uint32_t>(probe_failure->driver_result) : 0u);
     out.reserved(4);
-    out.handle(FixedBytes<16>{host.boot_id});
+    out.fixed(FixedBytes<16>{host.boot_id});
     FixedBytes<HostIdentity::kMaxHostNameBytes> name;
     std::memcpy(name.value.data(), host.host_name.data(), std::min(host.host_name.size(), name.value.size()));
-    out.handle(name);
+    out.fixed(name);
 
     for (const std::size_t row : rows) out.u32(static_cast<std::uint32_t>(device_capability_list[row].attribute));
 
@@ -225,7 +225,7 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
                          "-byte header");
     cudyn::detail::WireReader in(data, size);
     FixedBytes<8> magic;
-    in.handle(magic);
+    in.fixed(magic);
     if (std::memcmp(magic.value.data(), kMagic, 8) != 0) return malformed("wrong magic (not a CUDYNRNK record)");
     RankRecord record;
     std::uint16_t rank_size = 0;
@@ -257,9 +257,9 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
     in.u32(probe_result);
     in.reserved(4);
     FixedBytes<16> boot_id;
-    in.handle(boot_id);
+    in.fixed(boot_id);
     FixedBytes<HostIdentity::kMaxHostNameBytes> name;
-    in.handle(name);
+    in.fixed(name);
     in.reserved(rank_size - kRankPartSize);  // a newer writer's rank fields
 
     if (visible > static_cast<std::uint32_t>(INT_MAX)) return malformed(std::to_string(visible) + " visible devices");

@@ -14,7 +14,7 @@
 namespace cudyn::mpi::detail {
 
 // A fixed run of bytes (a magic, a boot id, a zero-padded name) in the shape
-// WireWriter::handle and WireReader::handle take.
+// WireWriter::fixed and WireReader::fixed take.
 template <std::size_t N>
 struct FixedBytes {
     static constexpr std::size_t kSize = N;

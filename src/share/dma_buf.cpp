@@ -14,7 +14,6 @@
 #endif
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -22,17 +21,11 @@ namespace cudyn {
 
 namespace {
 
-constexpr const char* kOperation = "export_dma_buf";
-
-Error invalid(const std::string& what) { return Error::invalid_argument(std::string(kOperation) + ": " + what); }
+constexpr detail::Operation kExport{"export_dma_buf"};
 
 #if !defined(_WIN32)
 
-std::string hex(std::uint64_t value) {
-    char text[24];
-    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-    return text;
-}
+using detail::hex;
 
 // The driver wants address and size aligned to the host page size.
 std::size_t host_page_size() {
@@ -57,15 +50,15 @@ std::string zero_on(bool DeviceCapabilities::*field, int ordinal) {
 Result<void> check_memory(CUdeviceptr address, std::size_t bytes) {
     CUDYN_TRY_ASSIGN(const PointerAttributes where, pointer_attributes(address));
     if (!where.known())
-        return invalid(hex(address) +
-                       " is not memory the driver tracks (freed, reserved but unmapped, or pageable host memory)");
+        return kExport.invalid(hex(address) + " is not memory the driver tracks (freed, reserved but unmapped, or "
+                                              "pageable host memory)");
     if (where.is_managed)
-        return invalid(hex(address) + " is managed memory, which the driver does not export as a dma-buf");
-    if (where.memory_type == MemoryType::Array) return invalid(hex(address) + " is a CUDA array");
-    const std::uint64_t offset = address - where.range_base;
-    if (address < where.range_base || offset > where.range_size_bytes || bytes > where.range_size_bytes - offset)
-        return invalid(std::to_string(bytes) + " bytes at " + hex(address) + " run past the end of the allocation [" +
-                       hex(where.range_base) + ", +" + std::to_string(where.range_size_bytes) + ")");
+        return kExport.invalid(hex(address) + " is managed memory, which the driver does not export as a dma-buf");
+    if (where.memory_type == MemoryType::Array) return kExport.invalid(hex(address) + " is a CUDA array");
+    if (address < where.range_base)
+        return kExport.invalid(hex(address) + " lies before the allocation the driver reports for it (" +
+                               hex(where.range_base) + ")");
+    CUDYN_TRY(detail::check_inside_allocation(kExport, address - where.range_base, bytes, where.range_size_bytes));
     int ordinal = where.device_ordinal;
     if (ordinal < 0) {
         CUDYN_TRY_ASSIGN(const CUdevice current, detail::current_context_device());
@@ -75,15 +68,13 @@ Result<void> check_memory(CUdeviceptr address, std::size_t bytes) {
     const auto entry = entry_info(&DriverTable::cuMemGetHandleForAddressRange_v11070).abi_symbol;
     if (where.memory_type == MemoryType::Host) {
         if (!caps.host_alloc_dma_buf)
-            return Error::not_supported(entry, std::string(kOperation) + ": host memory at " + hex(address) +
-                                                   ": pinned host memory is not exportable here (" +
-                                                   zero_on(&DeviceCapabilities::host_alloc_dma_buf, ordinal) +
-                                                   "); registered and host-VMM memory never are");
+            return kExport.not_supported(entry, "host memory at " + hex(address) +
+                                                    ": pinned host memory is not exportable here (" +
+                                                    zero_on(&DeviceCapabilities::host_alloc_dma_buf, ordinal) +
+                                                    "); registered and host-VMM memory never are");
         return ok();
     }
-    if (!caps.dma_buf)
-        return Error::not_supported(entry, std::string(kOperation) + ": " +
-                                               zero_on(&DeviceCapabilities::dma_buf, ordinal));
+    if (!caps.dma_buf) return kExport.not_supported(entry, zero_on(&DeviceCapabilities::dma_buf, ordinal));
     return ok();
 }
 
@@ -92,22 +83,23 @@ Result<void> check_memory(CUdeviceptr address, std::size_t bytes) {
 }  // namespace
 
 Result<FileDescriptor> export_dma_buf(CUdeviceptr address, std::size_t bytes, DmaBufMapping mapping) {
-    if (address == 0) return invalid("address is null (an empty buffer or view)");
-    if (bytes == 0) return invalid("bytes must be non-zero");
+    if (address == 0) return kExport.invalid("address is null (an empty buffer or view)");
+    if (bytes == 0) return kExport.invalid("bytes must be non-zero");
     if (mapping != DmaBufMapping::Default && mapping != DmaBufMapping::Pcie)
-        return invalid("mapping " + std::to_string(static_cast<unsigned long long>(mapping)) +
-                       " is neither Default nor Pcie");
+        return kExport.invalid("mapping " + std::to_string(static_cast<unsigned long long>(mapping)) +
+                               " is neither Default nor Pcie");
 #if defined(_WIN32)
-    return Error::not_supported("cuMemGetHandleForAddressRange", "export_dma_buf: dma-buf descriptors are Linux's");
+    return kExport.not_supported("cuMemGetHandleForAddressRange", "dma-buf file descriptors are Linux's");
 #else
     const std::size_t page = host_page_size();
     if (address % page != 0)
-        return invalid("address " + hex(address) + " is not a multiple of the host page size " + std::to_string(page));
+        return kExport.invalid("address " + hex(address) + " is not a multiple of the host page size " +
+                               std::to_string(page));
     if (bytes % page != 0)
-        return invalid(std::to_string(bytes) + " bytes are not a multiple of the host page size " +
-                       std::to_string(page));
+        return kExport.invalid(std::to_string(bytes) + " bytes are not a multiple of the host page size " +
+                               std::to_string(page));
     if (bytes > UINT64_MAX - address)
-        return invalid(std::to_string(bytes) + " bytes at " + hex(address) + " wrap around the address space");
+        return kExport.invalid(std::to_string(bytes) + " bytes at " + hex(address) + " wrap around the address space");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetHandleForAddressRange_v11070));
     CUDYN_TRY(check_memory(address, bytes));
     int fd = -1;

@@ -98,9 +98,9 @@ inline void share_with_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t 
     CHECK(shared.size_bytes() == bytes);
     if (expected.exact_allocation_size) CHECK(shared.allocation_size_bytes() == expected.allocation_size);
     CHECK(shared.allocation_size_bytes() >= shared.offset_bytes() + bytes);
-    CHECK(shared.carries_descriptor() == (expected.handle_type == cudyn::HandleType::PosixFileDescriptor));
+    CHECK(shared.carries_file_descriptor() == (expected.handle_type == cudyn::HandleType::PosixFileDescriptor));
     CHECK(shared.exported_by_this_process());
-    require_error(cudyn::import_allocation(shared), cudyn::ErrorCode::InvalidArgument, "shared by this process");
+    require_error(cudyn::import_allocation(shared), cudyn::ErrorCode::InvalidArgument, "exported by this process");
 
     ParentSide side = start_child(exchange.role, exchange.args);
     if (exchange.before_send) exchange.before_send(side);

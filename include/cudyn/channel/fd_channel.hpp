@@ -1,26 +1,12 @@
 // cudyn — FdChannel: messages with an optional file descriptor between two
-// processes, over a Unix domain socket (SCM_RIGHTS), every wait bounded.
+// processes, over a Unix domain socket (SCM_RIGHTS), every wait bounded: a
+// peer that stops answering gives Timeout, a peer that exits or closes
+// mid-message gives Io, never a hang or a SIGPIPE. FdListener accepts
+// channels at a path ('@name': a Linux abstract socket name).
 //
-//     // parent and a child it starts            // unrelated processes
-//     auto ends = cudyn::FdChannel::pair();       auto listener = cudyn::FdListener::listen("/tmp/app.sock");
-//     // give ends->second.socket() to the child  auto channel = listener->accept(std::chrono::seconds(30));
-//                                                 // other side: FdChannel::connect("/tmp/app.sock", timeout)
-//     channel.send(tag, bytes.data(), bytes.size(), fd.get());
-//     auto message = channel.receive();           // Result<ChannelMessage>: tag, payload, fd
-//
-// A message is a 32-byte frame header (magic, version, tag, payload size,
-// whether a descriptor rides along), then up to kMaxPayload bytes. Received
-// descriptors are close-on-exec, checked with fstat, and owned by the
-// ChannelMessage (closed with it unless taken). Every send and receive polls
-// with a deadline: a peer that stops answering gives Timeout, a peer that
-// exits or closes mid-message gives Io, never a hang or a SIGPIPE.
-//
-// No dependency on pidfd_getfd (which needs ptrace rights and fails in most
-// containers). POSIX only: on Windows every call is NotSupported.
-// A component of its own (built as cudyn_channel): it knows nothing of the
-// driver or the memory modules; descriptor_transfer.hpp sends shareable memory
-// over it.
-// Names starting with '@' are Linux abstract socket names (no file).
+// A component of its own: it knows nothing of the driver or the memory
+// modules (descriptor_transfer.hpp and allocation_sharing.hpp send sharing
+// records over it). POSIX only: on Windows every call is NotSupported.
 #pragma once
 
 #include "cudyn/channel/file_descriptor.hpp"
@@ -100,23 +86,22 @@ public:
 
     // Timeout when no process connected within `timeout`.
     Result<FdChannel> accept(std::chrono::milliseconds timeout = kDefaultChannelTimeout);
-    const std::string& path() const noexcept { return owner_.get().path; }
+    const std::string& path() const noexcept { return held_->path; }
 
 private:
-    struct Traits {
-        struct State {
-            FileDescriptor socket;
-            std::string path;
-            bool unlink = false;  // a socket file this listener bound, removed when it goes
-        };
-        static bool empty(const State& state) noexcept { return !state.socket.valid() && !state.unlink; }
+    struct Held {
+        FileDescriptor socket;
+        std::string path;
+        bool unlink = false;  // a socket file this listener bound, removed when it goes
+
+        bool empty() const noexcept { return !socket.valid() && !unlink; }
         // Removes the socket file, then closes the socket; neither is kept
         // for a retry (FileDescriptor::close never retries).
-        static Result<void> release(State& state);
+        Result<void> release();
     };
     FdListener(FileDescriptor socket, std::string path, bool unlink_on_close) noexcept
-        : owner_(Traits::State{std::move(socket), std::move(path), unlink_on_close}) {}
-    detail::UniqueHandle<Traits> owner_;
+        : held_(Held{std::move(socket), std::move(path), unlink_on_close}) {}
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

@@ -14,30 +14,29 @@ class FileDescriptor {
 public:
     FileDescriptor() noexcept = default;  // empty (-1); move-only, closed (silently) on destruction
     // Takes ownership of `fd` (-1: empty).
-    explicit FileDescriptor(int fd) noexcept : owner_(Traits::State{fd}) {}
+    explicit FileDescriptor(int fd) noexcept : held_(Held{fd}) {}
 
-    int get() const noexcept { return owner_.get().fd; }
-    bool valid() const noexcept { return !owner_.empty(); }
+    int get() const noexcept { return held_->fd; }
+    bool valid() const noexcept { return !held_.empty(); }
     explicit operator bool() const noexcept { return valid(); }
     // Gives up ownership: the caller closes the returned descriptor.
-    int release() noexcept { return std::exchange(owner_.get().fd, -1); }
+    int release() noexcept { return std::exchange(held_->fd, -1); }
     // Closes now and reports close()'s answer; empty afterwards. ok() when empty.
-    Result<void> close() { return owner_.release(); }
+    Result<void> close() { return held_.release(); }
     // A second descriptor of the same open file (close-on-exec).
     Result<FileDescriptor> duplicate() const;
 
 private:
-    struct Traits {
-        struct State {
-            int fd = -1;
-        };
-        static bool empty(const State& state) noexcept { return state.fd < 0; }
+    struct Held {
+        int fd = -1;
+
+        bool empty() const noexcept { return fd < 0; }
         // Forgets the descriptor before closing it, whatever close() answers:
         // on Linux the descriptor is gone even when close() reports EINTR, and
         // a retry could close one another thread has just been given.
-        static Result<void> release(State& state);
+        Result<void> release();
     };
-    detail::UniqueHandle<Traits> owner_;
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

@@ -1,28 +1,15 @@
-// cudyn — sharing cuMemAlloc memory with another process through the legacy
-// IPC handle (cuIpcGetMemHandle): the exporter's side.
-//
-//     auto buffer = cudyn::DeviceBuffer<float>::allocate(n);
-//     auto shared = cudyn::export_ipc_memory(*buffer);              // Result<IpcMemoryDescriptor>
-//     auto bytes = shared->to_bytes();                              // 120 bytes, send them anyhow
-//     // ... in the other process:
-//     auto received = cudyn::IpcMemoryDescriptor::from_bytes(bytes.data(), bytes.size());
-//     auto opened = cudyn::import_ipc_memory(*received);              // imported_ipc_memory.hpp
-//
-// The driver's handle names the whole base allocation, so the descriptor
-// carries which part is shared (offset and size) and who exported it (process
-// id plus a per-process random token, so that a process never opens its own
-// handle, which CUDA forbids, even across pid namespaces).
-//
-// Only cuMemAlloc memory has a legacy handle; VMM memory is shared with
-// shareable handles (physical_memory_sharing.hpp). The exporter must keep the memory
-// alive until every importer has closed it (freeing it first is undefined
-// behaviour in CUDA).
+// cudyn — sharing cuMemAlloc memory with another process through its legacy
+// IPC handle (cuIpcGetMemHandle): the exporter's side, and the descriptor that
+// travels (which part of the allocation, and who exported it). The importer's
+// side is imported_ipc_memory.hpp. The exporter keeps the memory alive until
+// every importer has closed its import.
 #pragma once
 
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/share/ipc_handle.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/record_access.hpp"
 
 #include <cuda.h>
 
@@ -31,12 +18,6 @@
 #include <cstdint>
 
 namespace cudyn {
-
-namespace detail {
-struct IpcMemoryExport;  // ipc_memory.cpp: the only maker of exported descriptors
-template <typename Record>
-struct WireLayout;  // a record's byte layout, private to the library
-}  // namespace detail
 
 class IpcMemoryDescriptor {
 public:
@@ -48,40 +29,30 @@ public:
     static Result<IpcMemoryDescriptor> from_bytes(const void* data, std::size_t size);
     Bytes to_bytes() const noexcept;
 
-    const IpcMemoryHandle& handle() const noexcept { return handle_; }
-    std::uint64_t offset_bytes() const noexcept { return offset_; }  // of the shared part in the allocation
-    std::uint64_t size_bytes() const noexcept { return size_; }      // of the shared part
-    std::uint64_t allocation_size_bytes() const noexcept { return allocation_size_; }
-    std::uint64_t exporter_pid() const noexcept { return exporter_pid_; }
-    // True in the process that exported it (where opening is refused).
-    bool exported_by_this_process() const noexcept;
+    const IpcMemoryHandle& handle() const noexcept { return fields_.handle; }
+    std::uint64_t offset_bytes() const noexcept { return fields_.offset; }  // of the shared part in the allocation
+    std::uint64_t size_bytes() const noexcept { return fields_.size; }      // of the shared part
+    std::uint64_t allocation_size_bytes() const noexcept { return fields_.allocation_size; }
+    std::uint64_t exporter_pid() const noexcept { return fields_.exporter.pid(); }
+    // True in the process that exported it (where importing is refused).
+    bool exported_by_this_process() const noexcept { return fields_.exporter.is_this_process(); }
+
+    // The library's (only it makes a RecordKey): a blank descriptor that a
+    // Result builds in place, so the export's driver call writes the handle
+    // straight into the caller's Result.
+    explicit IpcMemoryDescriptor(detail::RecordKey) noexcept {}
 
 private:
-    friend struct detail::IpcMemoryExport;
-    friend struct detail::WireLayout<IpcMemoryDescriptor>;
-    // Only the exporter can name the key, so only it reaches the public
-    // constructor below, which is public so that a Result can build the
-    // descriptor in place (the driver then writes the handle straight into
-    // the caller's Result, with no copy of the finished record).
-    struct ExportKey {
-        explicit ExportKey() = default;
+    friend struct detail::RecordAccess;
+    struct Fields {
+        detail::ExporterIdentity exporter;
+        std::uint64_t allocation_size = 0;
+        std::uint64_t offset = 0;
+        std::uint64_t size = 0;
+        IpcMemoryHandle handle;
     };
-
-public:
-    IpcMemoryDescriptor(ExportKey, std::uint64_t offset, std::uint64_t size, std::uint64_t allocation_size,
-                     std::uint64_t exporter_pid, std::uint64_t exporter_token) noexcept
-        : offset_(offset), size_(size), allocation_size_(allocation_size), exporter_pid_(exporter_pid),
-          exporter_token_(exporter_token) {}
-
-private:
     IpcMemoryDescriptor() = default;
-
-    IpcMemoryHandle handle_;
-    std::uint64_t offset_ = 0;
-    std::uint64_t size_ = 0;
-    std::uint64_t allocation_size_ = 0;
-    std::uint64_t exporter_pid_ = 0;
-    std::uint64_t exporter_token_ = 0;
+    Fields fields_;
 };
 
 // Shares [address, address + bytes) of a cuMemAlloc allocation of the current

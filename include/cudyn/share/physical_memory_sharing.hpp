@@ -1,22 +1,12 @@
 // cudyn — sharing VMM memory (PhysicalMemory) with other processes through
 // shareable handles: a POSIX file descriptor on one machine, a fabric handle
-// across the nodes of an NVLink domain (IMEX).
+// across the nodes of an NVLink domain (IMEX). The handle type must be
+// requested when the memory is created (AllocationProperties::with_handle_types).
 //
-//     // exporter: the handle type must be requested when the memory is created
-//     auto props = cudyn::AllocationProperties::device(0).with_handle_types(cudyn::HandleType::PosixFileDescriptor);
-//     auto memory = cudyn::PhysicalMemory::create(props, size);
-//     auto exported = cudyn::export_memory_fd(*memory);             // Result<MemoryFdDescriptor>: fd + size, granularity
-//     cudyn::send_descriptor(channel, *exported);                     // SCM_RIGHTS over an FdChannel
-//     // importer
-//     auto received = cudyn::receive_memory_fd(channel);             // validated descriptor + metadata
-//     auto imported = cudyn::import_memory_fd(std::move(*received)); // a PhysicalMemory; the fd is closed
-//     auto mapping = cudyn::MappedRange::map(range, 0, *imported, {{cudyn::Location::device(0)}});
-//
-// send_descriptor / receive_memory_fd are in descriptor_transfer.hpp: this header
-// does not bring in the channel, so any transport can carry an MemoryFdDescriptor.
 // cuMemImportFromShareableHandle does not give the size back, so it travels
-// with the handle (PhysicalMemoryInfo). A descriptor is never sent by
-// pidfd_getfd (it needs ptrace rights, which containers withhold).
+// with the handle (PhysicalMemoryInfo). send_descriptor / receive_memory_fd
+// (descriptor_transfer.hpp) carry a MemoryFdDescriptor over an FdChannel;
+// this header does not bring in the channel, so any transport can.
 #pragma once
 
 #include "cudyn/vmm/allocation_properties.hpp"
@@ -25,17 +15,13 @@
 #include "cudyn/share/ipc_handle.hpp"
 #include "cudyn/vmm/physical_memory.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/record_access.hpp"
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
 namespace cudyn {
-
-namespace detail {
-template <typename Record>
-struct WireLayout;  // a record's byte layout, private to the library
-}  // namespace detail
 
 // What an importer needs besides the handle: 40 bytes on the wire.
 struct PhysicalMemoryInfo {
@@ -78,15 +64,18 @@ public:
     static Result<MemoryFabricDescriptor> from_bytes(const void* data, std::size_t size);
     Bytes to_bytes() const noexcept;
 
-    const FabricHandle& handle() const noexcept { return handle_; }
-    const PhysicalMemoryInfo& info() const noexcept { return info_; }
+    const FabricHandle& handle() const noexcept { return fields_.handle; }
+    const PhysicalMemoryInfo& info() const noexcept { return fields_.info; }
 
 private:
-    friend Result<MemoryFabricDescriptor> export_memory_fabric(const PhysicalMemory& memory);
-    friend struct detail::WireLayout<MemoryFabricDescriptor>;
+    friend struct detail::RecordAccess;
+    struct Fields {
+        // The wire leaves the handle type out: the record's magic says fabric.
+        PhysicalMemoryInfo info{0, 0, HandleType::Fabric};
+        FabricHandle handle;
+    };
     MemoryFabricDescriptor() = default;
-    FabricHandle handle_;
-    PhysicalMemoryInfo info_;
+    Fields fields_;
 };
 
 // Whether `device` can export fabric handles here: its

@@ -1,30 +1,13 @@
-// cudyn — sharing a memory pool and pointers from it with another process on
-// the same machine: the pool as a POSIX file descriptor
+// cudyn — sharing a memory pool and pointers from it with another process:
+// the pool as a POSIX file descriptor or a fabric handle
 // (cuMemPoolExportToShareableHandle), each pointer as a descriptor of the
-// driver's 64-byte export data (cuMemPoolExportPointer) with the part shared
-// and the exporter.
+// driver's export data (cuMemPoolExportPointer) with the part shared and the
+// pool it comes from. The pool must be created shareable
+// (PoolProperties::with_handle_types).
 //
-//     // exporter: the pool must be created shareable
-//     auto pool = cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)
-//                                               .with_handle_types(cudyn::HandleType::PosixFileDescriptor));
-//     auto buffer = cudyn::StreamOrderedBuffer<float>::allocate(*pool, n, stream);
-//     CUDYN_TRY(cudyn::send_descriptor(channel, *cudyn::export_pool_fd(*pool)));   // descriptor_transfer.hpp
-//     auto shared = cudyn::export_pool_pointer(*pool, *buffer);           // 128 bytes, send them anyhow
-//     // importer
-//     auto imported = cudyn::receive_pool_fd(channel).and_then(cudyn::import_pool_fd);
-//     auto memory = cudyn::import_pool_pointer(*imported, *received);    // an ImportedPoolMemory
-//
-// Order. The importer may use the memory only once the exporter's
-// allocation has completed on its stream, and must free its import before
-// the exporter frees the allocation: order both with an IpcEvent
-// (ipc_event.hpp). ImportedPoolMemory frees its import with cuMemFree after
-// waiting for the work of its context (cuMemFree itself does not wait for
-// work on pool memory), as closing a legacy IPC handle does.
-//
-// Checked before the driver, as InvalidArgument: malformed descriptors, a
-// descriptor or pool exported by this very process, and a pointer descriptor
-// from a pool other than the one given (each exported pool carries the
-// exporter's identity and the pool's, and an imported pool remembers them).
+// Order: the importer may use the memory only once the exporter's allocation
+// has completed on its stream, and must free its import before the exporter
+// frees the allocation; order both with an IpcEvent (ipc_event.hpp).
 #pragma once
 
 #include "cudyn/memory/device_span.hpp"
@@ -33,6 +16,7 @@
 #include "cudyn/pool/memory_pool.hpp"
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/record_access.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 
@@ -41,13 +25,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace cudyn {
-
-namespace detail {
-template <typename Record>
-struct WireLayout;  // a record's byte layout, private to the library
-}  // namespace detail
 
 // The driver's export data of one pool allocation, as a value.
 using PoolPointerHandle = IpcHandle<CUmemPoolPtrExportData>;
@@ -89,15 +69,17 @@ public:
     using Bytes = std::array<std::uint8_t, kSerializedSize>;
     static Result<PoolFabricDescriptor> from_bytes(const void* data, std::size_t size);
     Bytes to_bytes() const noexcept;
-    const PoolInfo& info() const noexcept { return info_; }
-    const FabricHandle& handle() const noexcept { return handle_; }
+    const PoolInfo& info() const noexcept { return fields_.info; }
+    const FabricHandle& handle() const noexcept { return fields_.handle; }
 
 private:
-    friend Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool);
-    friend struct detail::WireLayout<PoolFabricDescriptor>;
+    friend struct detail::RecordAccess;
+    struct Fields {
+        PoolInfo info;
+        FabricHandle handle;
+    };
     PoolFabricDescriptor() = default;
-    PoolInfo info_;
-    FabricHandle handle_;
+    Fields fields_;
 };
 
 // cuMemPoolExportToShareableHandle(FABRIC). InvalidArgument for an empty or
@@ -119,22 +101,23 @@ public:
     static Result<PoolPointerDescriptor> from_bytes(const void* data, std::size_t size);
     Bytes to_bytes() const noexcept;
 
-    const PoolOrigin& origin() const noexcept { return origin_; }
-    const PoolPointerHandle& handle() const noexcept { return handle_; }
-    std::uint64_t allocation_size_bytes() const noexcept { return allocation_size_; }
-    std::uint64_t offset_bytes() const noexcept { return offset_; }  // of the shared part in the allocation
-    std::uint64_t size_bytes() const noexcept { return size_; }      // of the shared part
+    const PoolOrigin& origin() const noexcept { return fields_.origin; }
+    const PoolPointerHandle& handle() const noexcept { return fields_.handle; }
+    std::uint64_t allocation_size_bytes() const noexcept { return fields_.allocation_size; }
+    std::uint64_t offset_bytes() const noexcept { return fields_.offset; }  // of the shared part in the allocation
+    std::uint64_t size_bytes() const noexcept { return fields_.size; }      // of the shared part
 
 private:
-    friend Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, CUdeviceptr address,
-                                                             std::size_t bytes);
-    friend struct detail::WireLayout<PoolPointerDescriptor>;
+    friend struct detail::RecordAccess;
+    struct Fields {
+        PoolOrigin origin;
+        std::uint64_t allocation_size = 0;
+        std::uint64_t offset = 0;
+        std::uint64_t size = 0;
+        PoolPointerHandle handle;
+    };
     PoolPointerDescriptor() = default;
-    PoolOrigin origin_;
-    std::uint64_t allocation_size_ = 0;
-    std::uint64_t offset_ = 0;
-    std::uint64_t size_ = 0;
-    PoolPointerHandle handle_;
+    Fields fields_;
 };
 
 // Shares [address, address + bytes) of an allocation from `pool` (a pool
@@ -155,15 +138,16 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, const 
 
 // The importer's mapping of another process's pool allocation, freed by
 // free() or the destructor: in the context it was imported in, once that
-// context's work is done (cuCtxSynchronize, then cuMemFree).
+// context's work is done (cuCtxSynchronize, then cuMemFree: cuMemFree does not
+// wait for work on pool memory).
 class ImportedPoolMemory {
 public:
     ImportedPoolMemory() noexcept = default;  // empty
 
     // The shared part: where the device sees it and its size.
-    CUdeviceptr device_address() const noexcept { return owner_.get().base + owner_.get().offset; }
-    std::size_t size_bytes() const noexcept { return owner_.get().size; }
-    bool empty() const noexcept { return owner_.empty(); }
+    CUdeviceptr device_address() const noexcept { return held_->base + held_->offset; }
+    std::size_t size_bytes() const noexcept { return held_->size; }
+    bool empty() const noexcept { return held_.empty(); }
     // The shared part as elements: InvalidArgument unless its bytes are whole,
     // aligned elements of T.
     template <typename T>
@@ -173,23 +157,24 @@ public:
     }
     // Frees the import now and reports the driver's answer; on a refusal it is
     // still owned and free() may be retried.
-    Result<void> free() { return owner_.release(); }
+    Result<void> free() { return held_.release(); }
 
 private:
     friend Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool,
                                                           const PoolPointerDescriptor& descriptor);
-    struct Traits {
-        struct State {
-            CUdeviceptr base = 0;  // 0: empty
-            std::size_t offset = 0;
-            std::size_t size = 0;
-            detail::OwnerContext context;
-        };
-        static bool empty(const State& state) noexcept { return state.base == 0; }
-        static Result<void> release(State& state);  // cuMemFree_v2 in its context
+    struct Held {
+        CUdeviceptr base = 0;  // 0: empty
+        std::size_t offset = 0;
+        std::size_t size = 0;
+        CUmemoryPool pool = nullptr;  // the imported pool it came from
+        detail::OwnerContext context;
+
+        bool empty() const noexcept { return base == 0; }
+        Result<void> release();   // cuMemFree_v2 in its context
+        void abandon() noexcept;  // the pool's record of imports forgets it even when the free failed
     };
-    explicit ImportedPoolMemory(Traits::State state) noexcept : owner_(std::move(state)) {}
-    detail::UniqueHandle<Traits> owner_;
+    explicit ImportedPoolMemory(Held held) noexcept : held_(std::move(held)) {}
+    detail::UniqueHandle<Held> held_;
 };
 
 // cuMemPoolImportPointer into `pool`, the importer's MemoryPool of the same

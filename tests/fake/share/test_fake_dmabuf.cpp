@@ -167,7 +167,7 @@ TEST_CASE("export_dma_buf: bad input is InvalidArgument before the export, nothi
 
     // After asking where the memory is, before the export.
     require_error(cudyn::export_dma_buf(base + kPage, 4 * kPage), ErrorCode::InvalidArgument,
-                  "run past the end of the allocation");
+                  "run past the allocation");
     require_error(cudyn::export_dma_buf(managed.device_span()), ErrorCode::InvalidArgument, "managed memory");
     require_error(cudyn::export_dma_buf(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pageable)), kPage),
                   ErrorCode::InvalidArgument, "not memory the driver tracks");

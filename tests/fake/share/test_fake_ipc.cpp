@@ -130,7 +130,7 @@ int open_twice_role(int, char**) {
         if (!ok(check, first, "first open")) return;
         auto second = import_ipc_memory(*memory);
         check.expect(!second.has_value() && second.error().code == ErrorCode::InvalidArgument &&
-                         second.error().message.find("already open") != std::string::npos,
+                         second.error().message.find("already imported") != std::string::npos,
                      "a second open is refused: " + (second ? std::string("it worked") : describe(second.error())));
         CUdeviceptr raw = 0;
         const CUresult driver = cudyn::has_entry(&cudyn::DriverTable::cuIpcOpenMemHandle_v11000)
@@ -157,7 +157,7 @@ int open_twice_role(int, char**) {
 const cudyn_test::ChildRole open_twice("ipc-open-twice", open_twice_role);
 
 // Eight threads open and close one descriptor in the same context, over and
-// over: an open either works or is refused by cudyn ("already open") while
+// over: an open either works or is refused by cudyn ("already imported") while
 // another thread holds it; the driver never sees a second open of a handle
 // that is still mapped (it would answer CUDA_ERROR_ALREADY_MAPPED).
 int open_churn_role(int, char**) {
@@ -384,7 +384,7 @@ TEST_CASE("IPC descriptors round-trip; malformed bytes are InvalidArgument befor
         bad[16 + 24] = 0xff;  // the offset's low byte: past the allocation
         bad[16 + 25] = 0xff;
         bad[16 + 26] = 0xff;
-        require_error(parse(bad), ErrorCode::InvalidArgument, "runs past the allocation");
+        require_error(parse(bad), ErrorCode::InvalidArgument, "run past the allocation");
         bad = good;
         std::memset(bad.data() + 56, 0, 64);
         require_error(parse(bad), ErrorCode::InvalidArgument, "all zero");
@@ -404,7 +404,7 @@ TEST_CASE("IPC descriptors round-trip; malformed bytes are InvalidArgument befor
         // Bad exports: before the driver, or the driver's refusal with a hint.
         require_error(export_ipc_memory(buffer.device_address(), 0), ErrorCode::InvalidArgument, "non-zero");
         require_error(export_ipc_memory(buffer.device_address() + 4, buffer.size_bytes()), ErrorCode::InvalidArgument,
-                      "runs past the allocation");
+                      "run past the allocation");
         require_error(export_ipc_memory(cudyn::DeviceBuffer<std::uint32_t>{}),
                       ErrorCode::InvalidArgument, "empty");
         auto pinned = take(cudyn::PinnedBuffer<std::uint32_t>::allocate(1024));

@@ -160,7 +160,7 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
     bytes[16 + 24 + 8] = 0xFF;  // the offset's low byte: past the allocation
     bytes[16 + 24 + 8 + 7] = 0x7F;
     require_error(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size()), ErrorCode::InvalidArgument,
-                  "runs past the allocation");
+                  "run past the allocation");
     auto info = cudyn::PoolInfo{};
     require_error(cudyn::PoolInfo::from_bytes(info.to_bytes().data(), info.to_bytes().size()),
                   ErrorCode::InvalidArgument, "exporter process id is 0");

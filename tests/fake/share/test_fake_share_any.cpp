@@ -367,7 +367,7 @@ TEST_CASE("receive_allocation: the record's bytes, and malformed messages refuse
     CHECK(back.kind() == AllocationKind::LegacyIpc);
     CHECK(back.offset_bytes() == 256);
     CHECK(back.exported_by_this_process());
-    require_error(cudyn::import_allocation(back), ErrorCode::InvalidArgument, "shared by this process");
+    require_error(cudyn::import_allocation(back), ErrorCode::InvalidArgument, "exported by this process");
 
     const long descriptors = open_descriptors();
     const auto refused = [&](std::vector<std::uint8_t> bytes, const std::string& mentions, int fd = -1,
@@ -393,15 +393,15 @@ TEST_CASE("receive_allocation: the record's bytes, and malformed messages refuse
         std::memset(bytes.data() + at, 0, width);
         return bytes;
     };
-    refused(zeroed(24, 8), "identity");
+    refused(zeroed(24, 8), "exporter process id is 0");
     refused(zeroed(56, 8), "size is 0");
-    refused(changed(49, 0x10), "runs past the allocation");  // offset 4096
+    refused(changed(49, 0x10), "run past the allocation");  // offset 4096
     refused(changed(49, 0), "disagrees");  // offset 0 in the record, 256 in the IPC descriptor
     std::vector<std::uint8_t> longer = good;
     longer.push_back(0);
     refused(longer, "which takes");
     refused(changed(64, 'X'), "IpcMemoryDescriptor");
-    refused(good, "carried a descriptor", ends.first.socket().get());
+    refused(good, "carried a file descriptor", ends.first.socket().get());
     if (has_vmm()) {
         // A POSIX kind without its descriptor.
         std::vector<std::uint8_t> bytes(good.begin(), good.begin() + 64);
@@ -411,7 +411,7 @@ TEST_CASE("receive_allocation: the record's bytes, and malformed messages refuse
         bytes.insert(bytes.end(), info.begin(), info.end());
         std::memset(bytes.data() + 40, 0, 8);
         bytes[42] = 0x40;  // allocation size 4 MiB
-        refused(bytes, "no descriptor");
+        refused(bytes, "no file descriptor");
     }
     CHECK(open_descriptors() == descriptors);
 }

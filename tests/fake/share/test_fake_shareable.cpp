@@ -292,7 +292,7 @@ TEST_CASE("shareable handles: bad input is InvalidArgument, failures leak neithe
         // The channel helpers: a message without a descriptor is refused.
         auto ends = take(cudyn::FdChannel::pair());
         require_ok(ends.first.send(cudyn::kMemoryFdMessageTag, bytes.data(), bytes.size()));
-        require_error(cudyn::receive_memory_fd(ends.second), ErrorCode::InvalidArgument, "carried no descriptor");
+        require_error(cudyn::receive_memory_fd(ends.second), ErrorCode::InvalidArgument, "carried no file descriptor");
         require_error(cudyn::send_descriptor(ends.first, MemoryFdDescriptor{FileDescriptor(), good}), ErrorCode::InvalidArgument,
                       "descriptor is empty");
     }
