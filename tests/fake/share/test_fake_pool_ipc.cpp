@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -166,6 +167,27 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
                   ErrorCode::InvalidArgument, "exporter process id is 0");
     require_ok(buffer.free());
     require_ok(other.free());
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("a pool pointer descriptor whose handle is all zero is refused, naming the field, like every record with a "
+          "handle",
+          "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    auto pool = take(MemoryPool::create(shareable()));
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    const PoolPointerDescriptor descriptor = take(cudyn::export_pool_pointer(pool, buffer));
+    auto bytes = descriptor.to_bytes();
+    constexpr std::size_t kHandleAt = PoolPointerDescriptor::kSerializedSize - cudyn::PoolPointerHandle::kSize;
+    std::fill(bytes.begin() + kHandleAt, bytes.end(), std::uint8_t{0});
+    auto parsed = PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size());
+    require_error(parsed, ErrorCode::InvalidArgument, "PoolPointerDescriptor: the handle is all zero");
+    // The same bytes with the handle back are a descriptor again.
+    const auto good = descriptor.to_bytes();
+    std::copy(good.begin() + kHandleAt, good.end(), bytes.begin() + kHandleAt);
+    CHECK(take(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size())).handle() == descriptor.handle());
+    require_ok(buffer.free());
     require_ok(stream.synchronize());
 }
 

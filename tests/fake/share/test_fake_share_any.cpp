@@ -133,6 +133,32 @@ int namespace_launcher_role(int, char**) {
 }
 const cudyn_test::ChildRole namespace_launcher("share-any-launcher", namespace_launcher_role);
 
+// Imports pool memory, then asks to export what it imported: NotSupported,
+// naming why, before the driver is asked to export the imported pool.
+int reexporter_role(int, char**) {
+    return run_role("share-any-reexporter", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto descriptor = cudyn::receive_allocation(channel, kStep);
+        if (!ok(check, descriptor, "receive_allocation")) return;
+        auto imported = cudyn::import_allocation(*descriptor);
+        if (!ok(check, imported, "import_allocation")) return;
+        auto calls = probe<PFN_fakecuda_call_count>("fakecuda_call_count");
+        if (!check.expect(calls != nullptr, "fakecuda_call_count")) return;
+        const long pool_exports = calls("cuMemPoolExportToShareableHandle");
+        const long pointer_exports = calls("cuMemPoolExportPointer");
+        auto again = cudyn::export_allocation(imported->device_address(), imported->size_bytes());
+        check.expect(!again && again.error().code == ErrorCode::NotSupported &&
+                         again.error().message.find("imported from another process") != std::string::npos,
+                     "exporting imported pool memory is NotSupported, naming why: " +
+                         (again ? std::string("it was exported") : describe(again.error())));
+        check.expect(calls("cuMemPoolExportToShareableHandle") == pool_exports &&
+                         calls("cuMemPoolExportPointer") == pointer_exports,
+                     "the driver was not asked to export the imported pool or pointer");
+        ok(check, imported->close(), "close");
+        ok(check, send_tag(channel, kDone, kStep), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole reexporter("share-any-reexporter", reexporter_role);
+
 // ---- the exporter's side ----------------------------------------------------------------------------
 
 void share_with_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t bytes, const Expected& expected) {
@@ -432,5 +458,60 @@ TEST_CASE("descriptors reach a process in its own user, PID and mount namespaces
     share_with_namespaced_consumer(buffer.device_address(), buffer.device_address() + 512, 4096,
                         {AllocationKind::Pool, HandleType::PosixFileDescriptor, kMiB});
     require_ok(buffer.free());
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("pool memory a process imported is not exported again: NotSupported naming why, before the driver",
+          "[emulated][cuda11][share-any]") {
+    auto context = activate(0);
+    auto pool = take(cudyn::MemoryPool::create(shareable_pool()));
+    auto stream = take(cudyn::Stream::create());
+    auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, kMiB / 4, stream));
+    require_ok(stream.synchronize());
+    const AllocationDescriptor descriptor = take(cudyn::export_allocation(buffer.device_address() + 256, 4096));
+    ParentSide side = start_child("share-any-reexporter");
+    require_ok(cudyn::send_descriptor(side.channel, descriptor, kStep));
+    (void)take(side.channel.receive(kDone, kStep));
+    CHECK(side.child.wait(kChildTimeout) == 0);
+    require_ok(buffer.free());  // after the importer freed its import
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("receive_allocation refuses a message whose record names another exporter than its parts do",
+          "[emulated][cuda11][legacy][share-any]") {
+    auto context = activate(0);
+    auto ends = take(cudyn::FdChannel::pair());
+    // The message of `descriptor`, sent again with the record's exporter pid,
+    // then its token, changed (the high byte, so that neither becomes 0):
+    // refused, naming the part that disagrees; unchanged, accepted.
+    const auto refused_when_changed = [&](const AllocationDescriptor& descriptor, const std::string& part) {
+        const long descriptors = open_descriptors();
+        require_ok(cudyn::send_descriptor(ends.first, descriptor));
+        cudyn::ChannelMessage message = take(ends.second.receive(cudyn::kAllocationMessageTag));
+        const int fd = message.fd ? message.fd.get() : -1;
+        for (const std::size_t at : {std::size_t{24}, std::size_t{32}}) {
+            INFO("record byte " << at + 7 << " changed");
+            std::vector<std::uint8_t> bytes = message.payload;
+            bytes[at + 7] ^= 0x80;
+            require_ok(ends.first.send(cudyn::kAllocationMessageTag, bytes.data(), bytes.size(), fd));
+            require_error(cudyn::receive_allocation(ends.second), ErrorCode::InvalidArgument,
+                          "the " + part + "'s exporter");
+        }
+        require_ok(ends.first.send(cudyn::kAllocationMessageTag, message.payload.data(), message.payload.size(), fd));
+        CHECK(take(cudyn::receive_allocation(ends.second)).exporter_pid() == descriptor.exporter_pid());
+        message.fd = cudyn::FileDescriptor();
+        CHECK(open_descriptors() == descriptors);
+    };
+    auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+    refused_when_changed(take(cudyn::export_allocation(buffer.device_address() + 256, 512)), "legacy IPC descriptor");
+    if (!has_vmm()) return;
+    auto pool = take(cudyn::MemoryPool::create(shareable_pool()));
+    auto stream = take(cudyn::Stream::create());
+    auto from_pool = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    {
+        const AllocationDescriptor pooled = take(cudyn::export_allocation(from_pool.device_address(), 4096));
+        refused_when_changed(pooled, "pool pointer descriptor");
+    }
+    require_ok(from_pool.free());
     require_ok(stream.synchronize());
 }

@@ -8,6 +8,7 @@
 #include "cudyn/share/ipc_event.hpp"
 #include "cudyn/share/ipc_memory.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
+#include "cudyn/share/pool_sharing.hpp"
 
 #include <cstdint>
 #include <string>
@@ -15,7 +16,7 @@
 
 namespace {
 
-// Little-endian bytes as the records' layout comment in src/wire_format.hpp
+// Little-endian bytes as the records' layout comment in src/core/wire_format.hpp
 // describes them: a 16-byte header (magic, u16 version 1, u16 length,
 // u32 reserved), then the fields.
 class Bytes {
@@ -27,6 +28,10 @@ public:
         integer(0, 4);
     }
     Bytes& u32(std::uint32_t value) { return integer(value, 4); }
+    Bytes& zero_handle() {
+        bytes_.insert(bytes_.end(), 64, 0);
+        return *this;
+    }
     Bytes& u64(std::uint64_t value) { return integer(value, 8); }
     Bytes& handle(std::uint8_t first) {
         for (int i = 0; i < 64; ++i) bytes_.push_back(static_cast<std::uint8_t>(first + i));
@@ -111,4 +116,80 @@ TEST_CASE("a record with another version or length is refused, naming it", "[uni
     auto shorter = cudyn::IpcEventDescriptor::from_bytes(bytes.data(), bytes.size() - 1);
     REQUIRE_FALSE(shorter.has_value());
     CHECK(shorter.error().code == cudyn::ErrorCode::InvalidArgument);
+}
+
+TEST_CASE("PoolPointerDescriptor's wire bytes: header, pid, token, pool id, allocation size, offset, size, handle",
+          "[unit][wire]") {
+    Bytes wire("CUDYNPPT", 128);
+    wire.u64(77).u64(0x55).u64(0x7f0000001000u).u64(1 << 20).u64(256).u64(4096).handle(9);
+    REQUIRE(wire.get().size() == cudyn::PoolPointerDescriptor::kSerializedSize);
+    auto descriptor = cudyn::PoolPointerDescriptor::from_bytes(wire.get().data(), wire.get().size());
+    REQUIRE(descriptor.has_value());
+    CHECK(descriptor->origin() == cudyn::PoolOrigin{77, 0x55, 0x7f0000001000u});
+    CHECK(descriptor->allocation_size_bytes() == (1u << 20));
+    CHECK(descriptor->offset_bytes() == 256);
+    CHECK(descriptor->size_bytes() == 4096);
+    CHECK(descriptor->handle().to_bytes()[0] == 9);
+    CHECK(as_vector(descriptor->to_bytes()) == wire.get());
+}
+
+TEST_CASE("PoolInfo's and PoolFabricDescriptor's wire bytes: header, pid, token, pool id, device, 4 reserved "
+          "(then the handle)",
+          "[unit][wire]") {
+    Bytes info("CUDYNPLS", 48);
+    info.u64(12).u64(34).u64(56).u32(1).u32(0);
+    REQUIRE(info.get().size() == cudyn::PoolInfo::kSerializedSize);
+    auto parsed = cudyn::PoolInfo::from_bytes(info.get().data(), info.get().size());
+    REQUIRE(parsed.has_value());
+    CHECK(parsed->origin == cudyn::PoolOrigin{12, 34, 56});
+    CHECK(parsed->device == 1);
+    CHECK(as_vector(parsed->to_bytes()) == info.get());
+
+    Bytes fabric("CUDYNPLF", 112);
+    fabric.u64(12).u64(34).u64(56).u32(1).u32(0).handle(5);
+    REQUIRE(fabric.get().size() == cudyn::PoolFabricDescriptor::kSerializedSize);
+    auto descriptor = cudyn::PoolFabricDescriptor::from_bytes(fabric.get().data(), fabric.get().size());
+    REQUIRE(descriptor.has_value());
+    CHECK(descriptor->info().origin == cudyn::PoolOrigin{12, 34, 56});
+    CHECK(descriptor->handle().to_bytes()[1] == 6);
+    CHECK(as_vector(descriptor->to_bytes()) == fabric.get());
+}
+
+TEST_CASE("every record with a handle refuses an all-zero one, and every record with an exporter a zero pid or "
+          "token, naming the field",
+          "[unit][wire]") {
+    const auto refused = [](auto parsed, const std::string& record, const std::string& field) {
+        REQUIRE_FALSE(parsed.has_value());
+        CHECK(parsed.error().code == cudyn::ErrorCode::InvalidArgument);
+        CHECK(parsed.error().message == record + ": " + field);
+    };
+    Bytes memory("CUDYNIPM", 120);
+    memory.u64(4242).u64(1).u64(1 << 20).u64(0).u64(64).zero_handle();
+    refused(cudyn::IpcMemoryDescriptor::from_bytes(memory.get().data(), memory.get().size()), "IpcMemoryDescriptor",
+            "the handle is all zero");
+    Bytes event("CUDYNIPE", 96);
+    event.u64(99).u64(5).zero_handle();
+    refused(cudyn::IpcEventDescriptor::from_bytes(event.get().data(), event.get().size()), "IpcEventDescriptor",
+            "the handle is all zero");
+    Bytes fabric("CUDYNFAB", 96);
+    fabric.u64(2 << 20).u64(2 << 20).zero_handle();
+    refused(cudyn::MemoryFabricDescriptor::from_bytes(fabric.get().data(), fabric.get().size()),
+            "MemoryFabricDescriptor", "the handle is all zero");
+    Bytes pool("CUDYNPLF", 112);
+    pool.u64(12).u64(34).u64(56).u32(0).u32(0).zero_handle();
+    refused(cudyn::PoolFabricDescriptor::from_bytes(pool.get().data(), pool.get().size()), "PoolFabricDescriptor",
+            "the handle is all zero");
+    Bytes pointer("CUDYNPPT", 128);
+    pointer.u64(77).u64(0x55).u64(0x1000).u64(1 << 20).u64(0).u64(4096).zero_handle();
+    refused(cudyn::PoolPointerDescriptor::from_bytes(pointer.get().data(), pointer.get().size()),
+            "PoolPointerDescriptor", "the handle is all zero");
+
+    Bytes no_token("CUDYNIPE", 96);
+    no_token.u64(99).u64(0).handle(1);
+    refused(cudyn::IpcEventDescriptor::from_bytes(no_token.get().data(), no_token.get().size()), "IpcEventDescriptor",
+            "exporter token is 0");
+    Bytes no_pid("CUDYNIPM", 120);
+    no_pid.u64(0).u64(1).u64(1 << 20).u64(0).u64(64).handle(7);
+    refused(cudyn::IpcMemoryDescriptor::from_bytes(no_pid.get().data(), no_pid.get().size()), "IpcMemoryDescriptor",
+            "exporter process id is 0");
 }
