@@ -418,7 +418,7 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
     if (announced) {
         struct stat info {};
         if (::fstat(descriptors.front().get(), &info) != 0)
-            return Error::system("fstat", errno, std::string(kReceive.name()) + ": the received descriptor is not usable");
+            return kReceive.context(Error::system("fstat", errno, "the received descriptor is not usable"));
         message.fd = std::move(descriptors.front());
     }
     return message;
@@ -427,24 +427,23 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
 Result<FdListener> FdListener::listen(const std::string& path) {
     CUDYN_TRY_ASSIGN(const SocketAddress address, socket_address(path, kListen));
     CUDYN_TRY_ASSIGN(FileDescriptor socket, stream_socket(kListen));
-    const std::string where = std::string(kListen.name()) + ": ";
     const auto* raw = reinterpret_cast<const sockaddr*>(&address.address);
     if (::bind(socket.get(), raw, address.length) != 0) {
-        if (errno != EADDRINUSE || address.abstract) return Error::system("bind", errno, where + path);
+        if (errno != EADDRINUSE || address.abstract) return kListen.context(Error::system("bind", errno, path));
         // A socket file is there: replace it only when nobody listens on it.
         bool retry = false;
         if (connect_once(address, &retry).has_value())
-            return Error::system("bind", EADDRINUSE, where + "another process listens at '" + path + "'");
+            return kListen.context(Error::system("bind", EADDRINUSE, "another process listens at '" + path + "'"));
         struct stat info {};
         if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode))
-            return Error::system("bind", EADDRINUSE, where + "'" + path + "' exists and is not a socket");
+            return kListen.context(Error::system("bind", EADDRINUSE, "'" + path + "' exists and is not a socket"));
         (void)::unlink(path.c_str());
-        if (::bind(socket.get(), raw, address.length) != 0) return Error::system("bind", errno, where + path);
+        if (::bind(socket.get(), raw, address.length) != 0) return kListen.context(Error::system("bind", errno, path));
     }
     if (::listen(socket.get(), 16) != 0) {
         const int error_number = errno;
         if (!address.abstract) (void)::unlink(path.c_str());
-        return Error::system("listen", error_number, where + path);
+        return kListen.context(Error::system("listen", error_number, path));
     }
     set_nonblocking(socket.get(), true);  // accept() after poll() never blocks
     return FdListener(std::move(socket), path, !address.abstract);

@@ -226,8 +226,8 @@ Result<AllocationDescriptor> export_vmm(CUdeviceptr address, std::optional<std::
     if (!mapping || mapping->size == 0) {
         (void)call_driver(&DriverTable::cuMemRelease_v10020, handle);
         if (!mapping) return std::move(mapping).error();
-        return Error::from_driver(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttribute",
-                                  std::string(kExport.name()) + ": the driver reported a VMM mapping of 0 bytes");
+        return kExport.context(Error::from_driver(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttribute",
+                                                  "the driver reported a VMM mapping of 0 bytes"));
     }
     PhysicalMemoryInfo info;
     info.size_bytes = mapping->size;

@@ -95,10 +95,10 @@ Result<CUdeviceptr> import_handle(const IpcMemoryHandle& handle) {
     CUdeviceptr base = 0;
     const CUipcMemHandle raw = handle.to_cu();
     const unsigned int flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
-    Result<void> opened = has_entry(&DriverTable::cuIpcOpenMemHandle_v11000)
-                              ? call_driver(&DriverTable::cuIpcOpenMemHandle_v11000, &base, raw, flags)
-                              : call_driver(&DriverTable::cuIpcOpenMemHandle_v4010, &base, raw, flags);
-    if (!opened) return import_error(std::move(opened).error());
+    Result<void> imported = has_entry(&DriverTable::cuIpcOpenMemHandle_v11000)
+                                ? call_driver(&DriverTable::cuIpcOpenMemHandle_v11000, &base, raw, flags)
+                                : call_driver(&DriverTable::cuIpcOpenMemHandle_v4010, &base, raw, flags);
+    if (!imported) return import_error(std::move(imported).error());
     return base;
 }
 

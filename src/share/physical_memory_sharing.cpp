@@ -75,11 +75,10 @@ bool refuses_fabric(CUresult result) {
 
 Error no_fabric(Error error, const char* operation) {
     error.code = ErrorCode::NotSupported;
-    error.message = std::string(operation) +
-                    ": the driver refused a fabric handle; fabric sharing needs an IMEX channel "
+    error.message = "the driver refused a fabric handle; fabric sharing needs an IMEX channel "
                     "(/dev/nvidia-caps-imex-channels) and a running IMEX service; share with POSIX descriptors "
                     "instead (" + error.message + ")";
-    return error;
+    return Operation{operation}.context(std::move(error));
 }
 
 Error fabric_error(Error error, const char* operation) {
@@ -178,9 +177,8 @@ Result<PhysicalMemory> import_memory_fd(MemoryFdDescriptor exported) {
 #else
     struct stat info {};
     if (::fstat(exported.fd.get(), &info) != 0)
-        return Error::system("fstat", errno,
-                             std::string(kImportFd.name()) + ": file descriptor " +
-                                 std::to_string(exported.fd.get()) + " is not usable");
+        return kImportFd.context(Error::system(
+            "fstat", errno, "file descriptor " + std::to_string(exported.fd.get()) + " is not usable"));
     // A regular file (what a CPU emulation exports) must hold the whole allocation;
     // the driver's own descriptors report no size.
     if (S_ISREG(info.st_mode) && info.st_size > 0 && static_cast<std::uint64_t>(info.st_size) < exported.info.size_bytes)

@@ -88,7 +88,7 @@ const ChildRole device0_consumer("multi-device-consumer", device0_consumer_role)
 
 void share_with_device0_process(CUdeviceptr base, CUdeviceptr part, std::size_t bytes,
                                 const share_any::Expected& expected) {
-    share_any::share_with_consumer(base, part, bytes, expected, share_any::Exchange("multi-device-consumer"));
+    share_any::export_to_consumer(base, part, bytes, expected, share_any::Exchange("multi-device-consumer"));
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ struct MemoryFdDescriptor {
 // NotSupported on Windows.
 Result<MemoryFdDescriptor> export_memory_fd(const PhysicalMemory& memory);
 // cuMemImportFromShareableHandle, then the properties the driver reports for
-// the handle. The descriptor is checked (open, fstat, not smaller than
+// the handle. The file descriptor is checked (open, fstat, not smaller than
 // info.size_bytes) and closed when this returns, whatever happened.
 Result<PhysicalMemory> import_memory_fd(MemoryFdDescriptor exported);
 

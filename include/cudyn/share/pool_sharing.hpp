@@ -55,7 +55,7 @@ struct PoolFdDescriptor {
 // pool that was itself imported; NotSupported on Windows.
 Result<PoolFdDescriptor> export_pool_fd(const MemoryPool& pool);
 // cuMemPoolImportFromShareableHandle: an owned MemoryPool that remembers its
-// origin. InvalidArgument for a pool this process exported. The descriptor is
+// origin. InvalidArgument for a pool this process exported. The file descriptor is
 // closed when this returns, whatever happened.
 Result<MemoryPool> import_pool_fd(PoolFdDescriptor exported);
 

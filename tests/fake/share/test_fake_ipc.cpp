@@ -74,7 +74,7 @@ constexpr std::size_t kSharedBytes = 64 * 1024;
 
 // ---- child roles ------------------------------------------------------------------------------
 
-// Opens the producer's memory and event, sees the record pending, waits for
+// Imports the producer's memory and event, sees the record pending, waits for
 // it on a stream, checks the producer's bytes and writes its reply.
 int consumer_role(int, char**) {
     return run_role("ipc-consumer", [](ChildChecks& check, FdChannel& channel) {
@@ -83,12 +83,12 @@ int consumer_role(int, char**) {
         auto event_descriptor = receive_descriptor<IpcEventDescriptor>(channel, kEventDescriptor);
         if (!ok(check, memory, "memory descriptor") || !ok(check, event_descriptor, "event descriptor")) return;
         check.expect(!memory->exported_by_this_process(), "the descriptor is the parent's");
-        auto opened = import_ipc_memory(*memory);
+        auto imported = import_ipc_memory(*memory);
         auto event = import_ipc_event(*event_descriptor);
-        if (!ok(check, opened, "ImportedIpcMemory::open") || !ok(check, event, "IpcEvent::open")) return;
-        check.expect(opened->size_bytes() == kSharedBytes && opened->device_address() == opened->base_address() + kOffset,
+        if (!ok(check, imported, "import_ipc_memory") || !ok(check, event, "import_ipc_event")) return;
+        check.expect(imported->size_bytes() == kSharedBytes && imported->device_address() == imported->base_address() + kOffset,
                      "the shared part is base + offset");
-        check.expect(live_allocations() == live + 2, "the opened memory and event count as live IPC objects");
+        check.expect(live_allocations() == live + 2, "the imported memory and event count as live IPC objects");
         // The CUDA 10.1 fake has only the 4.1 ABI; newer ones get the _v2 entry.
         auto calls = probe<PFN_fakecuda_call_count>("fakecuda_call_count");
         const bool has_v2 = cudyn::has_entry(&cudyn::DriverTable::cuIpcOpenMemHandle_v11000);
@@ -102,36 +102,36 @@ int consumer_role(int, char**) {
         // Blocks until the producer's work completes, in the other process.
         const cudyn::Stream stream = cudyn::Stream::legacy_default();
         ok(check, event->wait(stream), "wait on the stream");
-        check.expect(same_words(opened->device_address(), kSharedBytes, kSecond), "the producer's work is visible after the wait");
+        check.expect(same_words(imported->device_address(), kSharedBytes, kSecond), "the producer's work is visible after the wait");
         auto complete_now = event->query();
         check.expect(complete_now.has_value() && *complete_now, "the record completed");
-        // The reply goes through the opened memory's DeviceSpan: its second half.
-        auto words = opened->device_span_as<std::uint32_t>();
+        // The reply goes through the imported memory's DeviceSpan: its second half.
+        auto words = imported->device_span_as<std::uint32_t>();
         if (!ok(check, words, "ImportedIpcMemory::device_span")) return;
-        check.expect(words->device_address() == opened->device_address() && words->size() == kSharedBytes / 4,
+        check.expect(words->device_address() == imported->device_address() && words->size() == kSharedBytes / 4,
                      "the span is the shared part");
         auto second_half = words->subspan(words->size() / 2, words->size() / 2);
         if (!ok(check, second_half, "subspan")) return;
         ok(check, second_half->fill(kReply), "write the reply");
         ok(check, send_tag(channel, kDone), "send 'done'");
-        ok(check, opened->close(), "close the memory");
+        ok(check, imported->close(), "close the memory");
         ok(check, event->destroy(), "destroy the event");
     });
 }
 const cudyn_test::ChildRole consumer("ipc-consumer", consumer_role);
 
-// Opens one handle twice: cudyn refuses the second before the driver, the
-// driver itself answers ALREADY_MAPPED; a failed open frees its claim.
-int open_twice_role(int, char**) {
-    return run_role("ipc-open-twice", [](ChildChecks& check, FdChannel& channel) {
+// Imports one handle twice: cudyn refuses the second before the driver, the
+// driver itself answers ALREADY_MAPPED; a failed import frees its claim.
+int import_twice_role(int, char**) {
+    return run_role("ipc-import-twice", [](ChildChecks& check, FdChannel& channel) {
         auto memory = receive_descriptor<IpcMemoryDescriptor>(channel, kMemDescriptor);
         if (!ok(check, memory, "memory descriptor")) return;
         auto first = import_ipc_memory(*memory);
-        if (!ok(check, first, "first open")) return;
+        if (!ok(check, first, "first import")) return;
         auto second = import_ipc_memory(*memory);
         check.expect(!second.has_value() && second.error().code == ErrorCode::InvalidArgument &&
                          second.error().message.find("already imported") != std::string::npos,
-                     "a second open is refused: " + (second ? std::string("it worked") : describe(second.error())));
+                     "a second import is refused: " + (second ? std::string("it worked") : describe(second.error())));
         CUdeviceptr raw = 0;
         const CUresult driver = cudyn::has_entry(&cudyn::DriverTable::cuIpcOpenMemHandle_v11000)
                                     ? cudyn::driver().cuIpcOpenMemHandle_v11000(&raw, memory->handle().to_cu(),
@@ -141,7 +141,7 @@ int open_twice_role(int, char**) {
         check.expect(driver == CUDA_ERROR_ALREADY_MAPPED, "the driver answers ALREADY_MAPPED to a second open");
         ok(check, first->close(), "close");
         auto again = import_ipc_memory(*memory);
-        ok(check, again, "open after close");
+        ok(check, again, "import after close");
         ok(check, again->close(), "close again");
         auto set_fail = probe<PFN_fakecuda_set_fail>("fakecuda_set_fail");
         if (!check.expect(set_fail != nullptr, "fakecuda_set_fail")) return;
@@ -150,23 +150,23 @@ int open_twice_role(int, char**) {
         set_fail("");
         check.expect(!failed.has_value() && failed.error().code == ErrorCode::OutOfMemory,
                      "an injected failure is reported");
-        ok(check, import_ipc_memory(*memory), "a failed open leaves no claim behind");
+        ok(check, import_ipc_memory(*memory), "a failed import leaves no claim behind");
         ok(check, send_tag(channel, kDone), "send 'done'");
     });
 }
-const cudyn_test::ChildRole open_twice("ipc-open-twice", open_twice_role);
+const cudyn_test::ChildRole import_twice("ipc-import-twice", import_twice_role);
 
-// Eight threads open and close one descriptor in the same context, over and
-// over: an open either works or is refused by cudyn ("already imported") while
-// another thread holds it; the driver never sees a second open of a handle
+// Eight threads import and close one descriptor in the same context, over and
+// over: an import either works or is refused by cudyn ("already imported") while
+// another thread holds it; the driver never sees a second import of a handle
 // that is still mapped (it would answer CUDA_ERROR_ALREADY_MAPPED).
-int open_churn_role(int, char**) {
-    return run_role("ipc-open-churn", [](ChildChecks& check, FdChannel& channel) {
+int import_churn_role(int, char**) {
+    return run_role("ipc-import-churn", [](ChildChecks& check, FdChannel& channel) {
         auto memory = receive_descriptor<IpcMemoryDescriptor>(channel, kMemDescriptor);
         if (!ok(check, memory, "memory descriptor")) return;
         CUcontext context = nullptr;
         if (!ok(check, cudyn::call_driver(&cudyn::DriverTable::cuCtxGetCurrent_v4000, &context), "context")) return;
-        std::atomic<long> opened{0};
+        std::atomic<long> imported{0};
         std::atomic<long> refused{0};
         std::atomic<long> driver_errors{0};
         std::atomic<long> close_errors{0};
@@ -178,7 +178,7 @@ int open_churn_role(int, char**) {
                 while (std::chrono::steady_clock::now() < until) {
                     auto one = import_ipc_memory(*memory);
                     if (one) {
-                        ++opened;
+                        ++imported;
                         if (!one->close()) ++close_errors;
                     } else if (one.error().code == ErrorCode::InvalidArgument) {
                         ++refused;
@@ -188,52 +188,52 @@ int open_churn_role(int, char**) {
                 }
             });
         for (std::thread& thread : threads) thread.join();
-        check.expect(opened.load() > 0, "some opens worked");
+        check.expect(imported.load() > 0, "some imports worked");
         check.expect(driver_errors.load() == 0,
-                     std::to_string(driver_errors.load()) + " opens reached the driver while the handle was mapped");
+                     std::to_string(driver_errors.load()) + " imports reached the driver while the handle was mapped");
         check.expect(close_errors.load() == 0, "every close worked");
         ok(check, send_tag(channel, kDone), "send 'done'");
     });
 }
-const cudyn_test::ChildRole open_churn("ipc-open-churn", open_churn_role);
+const cudyn_test::ChildRole import_churn("ipc-import-churn", import_churn_role);
 
-// More handles open at once than ImportedIpcMemory's record keeps inline (16), so its
-// overflow is used too: every handle opens, a second open of one kept inline
+// More handles imported at once than ImportedIpcMemory's record keeps inline (16), so its
+// overflow is used too: every handle imports, a second import of one kept inline
 // or in the overflow is refused, and a close frees the claim wherever it was.
 constexpr int kManyHandles = 20;
-int open_many_role(int, char**) {
-    return run_role("ipc-open-many", [](ChildChecks& check, FdChannel& channel) {
+int import_many_role(int, char**) {
+    return run_role("ipc-import-many", [](ChildChecks& check, FdChannel& channel) {
         std::vector<IpcMemoryDescriptor> memories;
         for (int i = 0; i < kManyHandles; ++i) {
             auto memory = receive_descriptor<IpcMemoryDescriptor>(channel, kMemDescriptor);
             if (!ok(check, memory, "memory descriptor")) return;
             memories.push_back(*memory);
         }
-        std::vector<ImportedIpcMemory> opened;
+        std::vector<ImportedIpcMemory> imported;
         for (const IpcMemoryDescriptor& memory : memories) {
             auto one = import_ipc_memory(memory);
-            if (!ok(check, one, "open " + std::to_string(opened.size()))) return;
-            opened.push_back(std::move(*one));
+            if (!ok(check, one, "import " + std::to_string(imported.size()))) return;
+            imported.push_back(std::move(*one));
         }
         for (const int i : {0, kManyHandles - 1}) {
             auto second = import_ipc_memory(memories[i]);
             check.expect(!second.has_value() && second.error().code == ErrorCode::InvalidArgument,
-                         "a second open of handle " + std::to_string(i) + " is refused");
-            if (!ok(check, opened[i].close(), "close " + std::to_string(i))) return;
+                         "a second import of handle " + std::to_string(i) + " is refused");
+            if (!ok(check, imported[i].close(), "close " + std::to_string(i))) return;
             auto again = import_ipc_memory(memories[i]);
-            if (!ok(check, again, "open " + std::to_string(i) + " after its close")) return;
-            opened[i] = std::move(*again);
+            if (!ok(check, again, "import " + std::to_string(i) + " after its close")) return;
+            imported[i] = std::move(*again);
         }
-        for (ImportedIpcMemory& one : opened) ok(check, one.close(), "close");
+        for (ImportedIpcMemory& one : imported) ok(check, one.close(), "close");
         ok(check, send_tag(channel, kDone), "send 'done'");
     });
 }
-const cudyn_test::ChildRole open_many("ipc-open-many", open_many_role);
+const cudyn_test::ChildRole import_many("ipc-import-many", import_many_role);
 
-// Opens once while the size check cannot be made (cuMemGetAddressRange
-// fails): the open fails and leaves nothing open; then opens for real.
-int open_unchecked_role(int, char**) {
-    return run_role("ipc-open-unchecked", [](ChildChecks& check, FdChannel& channel) {
+// Imports once while the size check cannot be made (cuMemGetAddressRange
+// fails): the import fails and leaves nothing imported; then imports for real.
+int import_unchecked_role(int, char**) {
+    return run_role("ipc-import-unchecked", [](ChildChecks& check, FdChannel& channel) {
         auto memory = receive_descriptor<IpcMemoryDescriptor>(channel, kMemDescriptor);
         if (!ok(check, memory, "memory descriptor")) return;
         auto set_fail = probe<PFN_fakecuda_set_fail>("fakecuda_set_fail");
@@ -244,33 +244,33 @@ int open_unchecked_role(int, char**) {
         set_fail("");
         check.expect(!unchecked.has_value() && unchecked.error().code == ErrorCode::OutOfMemory &&
                          unchecked.error().message.find("could not check") != std::string::npos,
-                     "an open whose size cannot be checked fails: " +
-                         (unchecked ? std::string("it opened") : describe(unchecked.error())));
-        check.expect(live_allocations() == live, "the failed open left nothing open");
+                     "an import whose size cannot be checked fails: " +
+                         (unchecked ? std::string("it imported") : describe(unchecked.error())));
+        check.expect(live_allocations() == live, "the failed import left nothing imported");
         auto checked = import_ipc_memory(*memory);
-        ok(check, checked, "open after the failure");
+        ok(check, checked, "import after the failure");
         if (checked) ok(check, checked->close(), "close");
         ok(check, send_tag(channel, kDone), "send 'done'");
     });
 }
-const cudyn_test::ChildRole open_unchecked("ipc-open-unchecked", open_unchecked_role);
+const cudyn_test::ChildRole import_unchecked("ipc-import-unchecked", import_unchecked_role);
 
-// Tries to open a descriptor whose memory is gone: a clear driver error.
-int open_gone_role(int, char**) {
-    return run_role("ipc-open-gone", [](ChildChecks& check, FdChannel& channel) {
+// Tries to import a descriptor whose memory is gone: a clear driver error.
+int import_gone_role(int, char**) {
+    return run_role("ipc-import-gone", [](ChildChecks& check, FdChannel& channel) {
         auto memory = receive_descriptor<IpcMemoryDescriptor>(channel, kMemDescriptor);
         if (!ok(check, memory, "memory descriptor")) return;
-        auto opened = import_ipc_memory(*memory);
-        const std::string text = opened ? std::string("it opened") : describe(opened.error());
-        check.expect(!opened && opened.error().driver_result == CUDA_ERROR_INVALID_VALUE &&
+        auto imported = import_ipc_memory(*memory);
+        const std::string text = imported ? std::string("it imported") : describe(imported.error());
+        check.expect(!imported && imported.error().driver_result == CUDA_ERROR_INVALID_VALUE &&
                          text.find("freed the memory") != std::string::npos,
-                     "opening freed memory fails and says why: " + text);
+                     "importing freed memory fails and says why: " + text);
         ok(check, send_tag(channel, kDone), "send 'done'");
     });
 }
-const cudyn_test::ChildRole open_gone("ipc-open-gone", open_gone_role);
+const cudyn_test::ChildRole import_gone("ipc-import-gone", import_gone_role);
 
-// Exports memory and an event, sends both, and once the parent has opened the
+// Exports memory and an event, sends both, and once the parent has imported the
 // event exits without cleaning up, leaving a record pending (fakecuda_hold_events).
 int export_and_die_role(int, char**) {
     return run_role("ipc-export-and-die", [](ChildChecks& check, FdChannel& channel) {
@@ -284,7 +284,7 @@ int export_and_die_role(int, char**) {
         ok(check, event->record(cudyn::Stream::legacy_default()), "record");
         ok(check, send_bytes(channel, kMemDescriptor, memory->to_bytes()), "send memory");
         ok(check, send_bytes(channel, kEventDescriptor, event_descriptor->to_bytes()), "send event");
-        ok(check, channel.receive(kDone, kStep), "the parent's go-ahead");  // it has opened the event
+        ok(check, channel.receive(kDone, kStep), "the parent's go-ahead");  // it has imported the event
         std::fflush(nullptr);
         ::_exit(check.exit_status());  // dies holding the record: no destructor, no goodbye
     });
@@ -346,19 +346,19 @@ TEST_CASE("IPC descriptors round-trip; malformed bytes are InvalidArgument befor
     const DriverSnapshot before;
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kWords));
-        auto shared = take(export_ipc_memory(buffer.device_address() + kOffset, kSharedBytes));
-        CHECK(shared.offset_bytes() == kOffset);
-        CHECK(shared.size_bytes() == kSharedBytes);
-        CHECK(shared.allocation_size_bytes() == buffer.size_bytes());
-        CHECK(shared.exporter_pid() == static_cast<std::uint64_t>(::getpid()));
-        CHECK(shared.exported_by_this_process());
-        const auto bytes = shared.to_bytes();
+        auto descriptor = take(export_ipc_memory(buffer.device_address() + kOffset, kSharedBytes));
+        CHECK(descriptor.offset_bytes() == kOffset);
+        CHECK(descriptor.size_bytes() == kSharedBytes);
+        CHECK(descriptor.allocation_size_bytes() == buffer.size_bytes());
+        CHECK(descriptor.exporter_pid() == static_cast<std::uint64_t>(::getpid()));
+        CHECK(descriptor.exported_by_this_process());
+        const auto bytes = descriptor.to_bytes();
         auto back = take(IpcMemoryDescriptor::from_bytes(bytes.data(), bytes.size()));
-        CHECK(back.handle() == shared.handle());
+        CHECK(back.handle() == descriptor.handle());
         CHECK(back.offset_bytes() == kOffset);
         CHECK(back.to_bytes() == bytes);
         auto whole = take(export_ipc_memory(buffer));
-        CHECK(whole.handle() == shared.handle());  // the handle names the base allocation
+        CHECK(whole.handle() == descriptor.handle());  // the handle names the base allocation
         CHECK(whole.offset_bytes() == 0);
 
         const DriverSnapshot untouched({"cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcOpenEventHandle"});
@@ -414,14 +414,14 @@ TEST_CASE("IPC descriptors round-trip; malformed bytes are InvalidArgument befor
     CHECK(before.live_delta() == 0);
 }
 
-TEST_CASE("opening a handle in the process that exported it is InvalidArgument, no driver call",
+TEST_CASE("importing a handle in the process that exported it is InvalidArgument, no driver call",
           "[emulated][cuda11][legacy][ipc]") {
     auto context = activate(0);
     const DriverSnapshot before({"cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcOpenEventHandle"});
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(export_ipc_memory(buffer));
-        require_error(import_ipc_memory(shared), ErrorCode::InvalidArgument, "exported by this process");
+        auto descriptor = take(export_ipc_memory(buffer));
+        require_error(import_ipc_memory(descriptor), ErrorCode::InvalidArgument, "exported by this process");
         auto event = take(IpcEvent::create());
         require_error(import_ipc_event(take(export_ipc_event(event))), ErrorCode::InvalidArgument,
                       "exported by this process");
@@ -514,12 +514,12 @@ TEST_CASE("two processes share cuMemAlloc memory; an IPC event orders producer a
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kWords));
         require_ok(buffer.fill(kFirst));
-        auto shared = take(export_ipc_memory(buffer.device_address() + kOffset, kSharedBytes));
+        auto descriptor = take(export_ipc_memory(buffer.device_address() + kOffset, kSharedBytes));
         auto event = take(IpcEvent::create());
         auto event_descriptor = take(export_ipc_event(event));
 
         ParentSide side = start_child("ipc-consumer");
-        require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
+        require_ok(send_bytes(side.channel, kMemDescriptor, descriptor.to_bytes()));
         require_ok(send_bytes(side.channel, kEventDescriptor, event_descriptor.to_bytes()));
         {
             // The record stays pending until release(): the consumer must wait for it.
@@ -549,16 +549,16 @@ TEST_CASE("two processes share cuMemAlloc memory; an IPC event orders producer a
 }
 
 namespace {
-// A buffer exported to a child `role`, which opens it and reports 'done';
+// A buffer exported to a child `role`, which imports it and reports 'done';
 // nothing is left live afterwards.
 void share_buffer_with(const char* role, std::chrono::milliseconds step = kStep) {
     auto context = activate(0);
     const DriverSnapshot before;
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(export_ipc_memory(buffer));
+        auto descriptor = take(export_ipc_memory(buffer));
         ParentSide side = start_child(role);
-        require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
+        require_ok(send_bytes(side.channel, kMemDescriptor, descriptor.to_bytes()));
         (void)take(side.channel.receive(kDone, step));
         CHECK(side.child.wait(kChildTimeout) == 0);
     }
@@ -566,22 +566,22 @@ void share_buffer_with(const char* role, std::chrono::milliseconds step = kStep)
 }
 }  // namespace
 
-TEST_CASE("one open per context per handle: a second open is refused clearly", "[emulated][cuda11][legacy][ipc]") {
-    share_buffer_with("ipc-open-twice");
+TEST_CASE("one import per context per handle: a second import is refused clearly", "[emulated][cuda11][legacy][ipc]") {
+    share_buffer_with("ipc-import-twice");
 }
 
-TEST_CASE("opening and closing one handle from eight threads never reaches the driver twice",
+TEST_CASE("importing and closing one handle from eight threads never reaches the driver twice",
           "[emulated][cuda11][legacy][ipc]") {
-    share_buffer_with("ipc-open-churn", std::chrono::seconds(20));
+    share_buffer_with("ipc-import-churn", std::chrono::seconds(20));
 }
 
-TEST_CASE("more handles open at once than the open record keeps inline: still one open per context each",
+TEST_CASE("more handles imported at once than the import record keeps inline: still one import per context each",
           "[emulated][cuda11][legacy][ipc]") {
     auto context = activate(0);
     const DriverSnapshot before;
     {
         std::vector<cudyn::DeviceBuffer<std::uint32_t>> buffers;
-        ParentSide side = start_child("ipc-open-many");
+        ParentSide side = start_child("ipc-import-many");
         for (int i = 0; i < kManyHandles; ++i) {
             buffers.push_back(take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024)));
             require_ok(send_bytes(side.channel, kMemDescriptor,
@@ -593,8 +593,8 @@ TEST_CASE("more handles open at once than the open record keeps inline: still on
     CHECK(before.live_delta() == 0);
 }
 
-TEST_CASE("an open whose size check cannot be made fails and leaves nothing open", "[emulated][cuda11][legacy][ipc]") {
-    share_buffer_with("ipc-open-unchecked");
+TEST_CASE("an import whose size check cannot be made fails and leaves nothing imported", "[emulated][cuda11][legacy][ipc]") {
+    share_buffer_with("ipc-import-unchecked");
 }
 
 TEST_CASE("a handle of freed memory gives a clear error in the other process", "[emulated][cuda11][legacy][ipc]") {
@@ -602,17 +602,17 @@ TEST_CASE("a handle of freed memory gives a clear error in the other process", "
     const DriverSnapshot before;
     {
         auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-        auto shared = take(export_ipc_memory(buffer));
+        auto descriptor = take(export_ipc_memory(buffer));
         require_ok(buffer.free());
-        ParentSide side = start_child("ipc-open-gone");
-        require_ok(send_bytes(side.channel, kMemDescriptor, shared.to_bytes()));
+        ParentSide side = start_child("ipc-import-gone");
+        require_ok(send_bytes(side.channel, kMemDescriptor, descriptor.to_bytes()));
         (void)take(side.channel.receive(kDone, kStep));
         CHECK(side.child.wait(kChildTimeout) == 0);
     }
     CHECK(before.live_delta() == 0);
 }
 
-TEST_CASE("an exporter that dies: its handles fail to open, a wait on its pending record ends in an error",
+TEST_CASE("an exporter that dies: its handles fail to import, a wait on its pending record ends in an error",
           "[emulated][cuda11][legacy][ipc]") {
     auto context = activate(0);
     const DriverSnapshot before;
@@ -621,7 +621,7 @@ TEST_CASE("an exporter that dies: its handles fail to open, a wait on its pendin
         ParentSide side = start_child("ipc-export-and-die");
         auto memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
         auto event_descriptor = take(receive_descriptor<IpcEventDescriptor>(side.channel, kEventDescriptor));
-        // Opened while the exporter lives: the record is pending (held there).
+        // Imported while the exporter lives: the record is pending (held there).
         auto event = take(import_ipc_event(event_descriptor));
         CHECK_FALSE(take(event.query()));
         require_ok(send_tag(side.channel, kDone));  // the exporter may die now

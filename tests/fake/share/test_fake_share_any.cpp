@@ -1,6 +1,6 @@
 // Sharing any allocation from its address ([share-any]): export_allocation
 // finds the kind (cuMemAlloc, VMM, pool memory), the offset and the handle;
-// one channel message carries it; a second process opens it with
+// one channel message carries it; a second process imports it with
 // import_allocation, knowing nothing of the kind, and reads and writes the
 // exporter's bytes. Memory that has no inter-process handle is NotSupported
 // naming why, an address that is not GPU memory InvalidArgument; malformed
@@ -68,7 +68,7 @@ constexpr std::uint32_t kNamespaces = 40;  // the namespaced consumer says where
 bool variant_is(const char* name) { return FakeDriver::loaded().variant() == name; }
 bool has_vmm() { return !variant_is("legacy"); }
 
-// ---- the consumers: whatever was shared, opened the same way ---------------------------------------
+// ---- the consumers: whatever was exported, imported the same way -----------------------------------
 
 int consumer_role(int, char**) {
     return run_role("share-any-consumer",
@@ -90,9 +90,9 @@ int namespaced_consumer_role(int argc, char** argv) {
         const std::uint32_t where = isolated ? 1u : 0u;
         ok(check, channel.send(kNamespaces, &where, sizeof where, -1, kStep), "say where it runs");
         if (isolated) check.expect(::getpid() == 1, "pid 1 of its own PID namespace");
-        share_any::consume(check, channel, kStep, [&](const AllocationDescriptor& shared) {
+        share_any::consume(check, channel, kStep, [&](const AllocationDescriptor& descriptor) {
             if (!isolated) return;
-            const std::string exporter = "/proc/" + std::to_string(shared.exporter_pid());
+            const std::string exporter = "/proc/" + std::to_string(descriptor.exporter_pid());
             check.expect(::access(exporter.c_str(), F_OK) != 0, "the exporter's pid names no process here");
         });
     });
@@ -161,12 +161,12 @@ const cudyn_test::ChildRole reexporter("share-any-reexporter", reexporter_role);
 
 // ---- the exporter's side ----------------------------------------------------------------------------
 
-void share_with_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t bytes, const Expected& expected) {
-    share_any::share_with_consumer(base, part, bytes, expected, share_any::Exchange("share-any-consumer"));
+void export_to_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t bytes, const Expected& expected) {
+    share_any::export_to_consumer(base, part, bytes, expected, share_any::Exchange("share-any-consumer"));
 }
 
 // The consumer in namespaces of its own (or here, where the kernel refuses them: a warning).
-void share_with_namespaced_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t bytes, const Expected& expected) {
+void export_to_namespaced_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t bytes, const Expected& expected) {
     share_any::Exchange exchange("share-any-launcher");
     exchange.before_send = [](ParentSide& side) {
         auto where = take(side.channel.receive(kNamespaces, kStep));
@@ -175,7 +175,7 @@ void share_with_namespaced_consumer(CUdeviceptr base, CUdeviceptr part, std::siz
         std::memcpy(&isolated, where.payload.data(), sizeof isolated);
         if (isolated == 0) WARN("no user namespaces here: the consumer ran in this PID namespace");
     };
-    share_any::share_with_consumer(base, part, bytes, expected, exchange);
+    share_any::export_to_consumer(base, part, bytes, expected, exchange);
 }
 
 // Four granules reserved, two of POSIX-fd (or `types`) memory mapped at the second.
@@ -196,20 +196,20 @@ cudyn::PoolProperties shareable_pool(HandleType types = HandleType::PosixFileDes
 
 }  // namespace
 
-TEST_CASE("cuMemAlloc memory, shared from an address inside it, opened by a process that does not know the kind",
+TEST_CASE("cuMemAlloc memory, exported from an address inside it, imported by a process that does not know the kind",
           "[emulated][cuda11][legacy][share-any]") {
     auto context = activate(0);
     auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kMiB / 4));
-    share_with_consumer(buffer.device_address(), buffer.device_address() + 4096, 64 * 1024,
+    export_to_consumer(buffer.device_address(), buffer.device_address() + 4096, 64 * 1024,
                         {AllocationKind::LegacyIpc, HandleType::None, kMiB});
 }
 
-TEST_CASE("VMM memory, shared from an address inside its mapping (the reservation is larger), as a POSIX descriptor",
+TEST_CASE("VMM memory, exported from an address inside its mapping (the reservation is larger), as a POSIX descriptor",
           "[emulated][cuda11][share-any]") {
     auto context = activate(0);
     const VmmMemory vmm(HandleType::PosixFileDescriptor);
     const CUdeviceptr base = vmm.mapping.device_address();
-    share_with_consumer(base, base + kGranule + 4096, kMiB, {AllocationKind::Vmm, HandleType::PosixFileDescriptor, 2 * kGranule});
+    export_to_consumer(base, base + kGranule + 4096, kMiB, {AllocationKind::Vmm, HandleType::PosixFileDescriptor, 2 * kGranule});
 }
 
 TEST_CASE("VMM memory with both handle types goes as a POSIX descriptor; with only the fabric type, as a fabric "
@@ -217,25 +217,25 @@ TEST_CASE("VMM memory with both handle types goes as a POSIX descriptor; with on
     auto context = activate(0);
     {
         const VmmMemory both(HandleType::PosixFileDescriptor | HandleType::Fabric);
-        const AllocationDescriptor shared = take(cudyn::export_allocation(both.mapping.device_address(), 4096));
-        CHECK(shared.handle_type() == HandleType::PosixFileDescriptor);
+        const AllocationDescriptor descriptor = take(cudyn::export_allocation(both.mapping.device_address(), 4096));
+        CHECK(descriptor.handle_type() == HandleType::PosixFileDescriptor);
     }
     const VmmMemory fabric(HandleType::Fabric);
     const CUdeviceptr base = fabric.mapping.device_address();
-    share_with_consumer(base, base + 64, 8192, {AllocationKind::Vmm, HandleType::Fabric, 2 * kGranule});
+    export_to_consumer(base, base + 64, 8192, {AllocationKind::Vmm, HandleType::Fabric, 2 * kGranule});
     // Where the machine has no IMEX channel (the probe's trial export refused): NotSupported.
     ScopedFault no_imex("cuMemExportToShareableHandle:1+:CUDA_ERROR_NOT_PERMITTED");
     require_error(cudyn::export_allocation(base, 4096), ErrorCode::NotSupported, "only the fabric handle type");
 }
 
-TEST_CASE("pool memory from a shareable pool, shared from an address inside the allocation, travels with its pool",
+TEST_CASE("pool memory from a shareable pool, exported from an address inside the allocation, travels with its pool",
           "[emulated][cuda11][share-any]") {
     auto context = activate(0);
     auto pool = take(cudyn::MemoryPool::create(shareable_pool()));
     auto stream = take(cudyn::Stream::create());
     auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, kMiB / 4, stream));
     require_ok(stream.synchronize());  // allocated before the consumer uses it
-    share_with_consumer(buffer.device_address(), buffer.device_address() + 64, 128 * 1024,
+    export_to_consumer(buffer.device_address(), buffer.device_address() + 64, 128 * 1024,
                         {AllocationKind::Pool, HandleType::PosixFileDescriptor, kMiB});
     require_ok(buffer.free());  // after the consumer freed its import
     require_ok(stream.synchronize());
@@ -254,7 +254,7 @@ TEST_CASE("pool memory from a fabric-only pool: the pool as a fabric handle", "[
         auto stream = take(cudyn::Stream::create());
         auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, kMiB / 4, stream));
         require_ok(stream.synchronize());
-        share_with_consumer(buffer.device_address(), buffer.device_address(), kMiB,
+        export_to_consumer(buffer.device_address(), buffer.device_address(), kMiB,
                             {AllocationKind::Pool, HandleType::Fabric, kMiB});
         require_ok(buffer.free());
         require_ok(stream.synchronize());
@@ -263,7 +263,7 @@ TEST_CASE("pool memory from a fabric-only pool: the pool as a fabric handle", "[
     fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 }
 
-TEST_CASE("export_allocation(address) shares to the end of the allocation, or of the VMM mapping",
+TEST_CASE("export_allocation(address) exports to the end of the allocation, or of the VMM mapping",
           "[emulated][cuda11][legacy][share-any]") {
     auto context = activate(0);
     auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kMiB / 4));
@@ -360,8 +360,8 @@ TEST_CASE("receive_allocation: the record's bytes, and malformed messages refuse
     auto context = activate(0);
     auto ends = take(cudyn::FdChannel::pair());
     auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-    const AllocationDescriptor shared = take(cudyn::export_allocation(buffer.device_address() + 256, 512));
-    require_ok(cudyn::send_descriptor(ends.first, shared));
+    const AllocationDescriptor descriptor = take(cudyn::export_allocation(buffer.device_address() + 256, 512));
+    require_ok(cudyn::send_descriptor(ends.first, descriptor));
     const std::vector<std::uint8_t> good = take(ends.second.receive(cudyn::kAllocationMessageTag)).payload;
 
     // The layout: a 64-byte record (magic, version 1, length 64, kind,
@@ -381,7 +381,7 @@ TEST_CASE("receive_allocation: the record's bytes, and malformed messages refuse
     CHECK((good[10] | good[11] << 8) == 64);
     CHECK(u32_at(16) == static_cast<std::uint32_t>(AllocationKind::LegacyIpc));
     CHECK(u32_at(20) == 0);
-    CHECK(u64_at(24) == shared.exporter_pid());
+    CHECK(u64_at(24) == descriptor.exporter_pid());
     CHECK(u64_at(40) == 4096);
     CHECK(u64_at(48) == 256);
     CHECK(u64_at(56) == 512);
@@ -449,13 +449,13 @@ TEST_CASE("descriptors reach a process in its own user, PID and mount namespaces
     {
         const VmmMemory vmm(HandleType::PosixFileDescriptor);
         const CUdeviceptr base = vmm.mapping.device_address();
-        share_with_namespaced_consumer(base, base + 4096, 64 * 1024, {AllocationKind::Vmm, HandleType::PosixFileDescriptor, 2 * kGranule});
+        export_to_namespaced_consumer(base, base + 4096, 64 * 1024, {AllocationKind::Vmm, HandleType::PosixFileDescriptor, 2 * kGranule});
     }
     auto pool = take(cudyn::MemoryPool::create(shareable_pool()));
     auto stream = take(cudyn::Stream::create());
     auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, kMiB / 4, stream));
     require_ok(stream.synchronize());
-    share_with_namespaced_consumer(buffer.device_address(), buffer.device_address() + 512, 4096,
+    export_to_namespaced_consumer(buffer.device_address(), buffer.device_address() + 512, 4096,
                         {AllocationKind::Pool, HandleType::PosixFileDescriptor, kMiB});
     require_ok(buffer.free());
     require_ok(stream.synchronize());

@@ -3,7 +3,7 @@
 // POSIX descriptor mapped inside a larger reservation, memory from a pool
 // created shareable) the test fills the allocation, shares a part of it that
 // starts inside it, and a second process (this binary started again: the
-// driver does not survive fork()) opens it with import_allocation, without being
+// driver does not survive fork()) imports it with import_allocation, without being
 // told the kind, checks the exporter's bytes at the offset and writes a
 // reply the exporter then reads back. Then the kinds that cannot be shared:
 // NotSupported naming why, or InvalidArgument for what is not GPU memory, as
@@ -67,7 +67,7 @@ void share(CUdeviceptr base, CUdeviceptr part, std::size_t bytes, const Expected
     cudyn_test::share_any::Exchange exchange("gpu-share-any-consumer");
     exchange.step = kGpuStep;
     exchange.child_timeout = kGpuChildTimeout;
-    cudyn_test::share_any::share_with_consumer(base, part, bytes, expected, exchange);
+    cudyn_test::share_any::export_to_consumer(base, part, bytes, expected, exchange);
 }
 
 cudyn::PrimaryContext context_on_device0() {
@@ -76,7 +76,7 @@ cudyn::PrimaryContext context_on_device0() {
 
 }  // namespace
 
-TEST_CASE("cuMemAlloc memory shared from an address 4 KiB inside it: a legacy handle, opened at the offset",
+TEST_CASE("cuMemAlloc memory exported from an address 4 KiB inside it: a legacy handle, imported at the offset",
           "[gpu][share-any]") {
     auto context = context_on_device0();
     auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kMiB / 4));
@@ -85,7 +85,7 @@ TEST_CASE("cuMemAlloc memory shared from an address 4 KiB inside it: a legacy ha
 }
 
 TEST_CASE("VMM memory mapped at the second granule of a four-granule reservation: a POSIX descriptor of the "
-          "mapping, opened at the offset",
+          "mapping, imported at the offset",
           "[gpu][share-any]") {
     auto context = context_on_device0();
     const auto caps = take(cudyn::probe_capabilities(take(cudyn::Device::get(0))));
@@ -100,8 +100,8 @@ TEST_CASE("VMM memory mapped at the second granule of a four-granule reservation
     share(base, base + granule + 4096, 1 << 20, Expected(AllocationKind::Vmm, HandleType::PosixFileDescriptor, 2 * granule));
 }
 
-TEST_CASE("memory from a pool created shareable, shared from an address inside the allocation, goes as the pool and the "
-          "pointer, opened at the offset",
+TEST_CASE("memory from a pool created shareable, exported from an address inside the allocation, goes as the pool and the "
+          "pointer, imported at the offset",
           "[gpu][share-any]") {
     auto context = context_on_device0();
     INFO("device 0 reports no memory pools");
