@@ -150,7 +150,7 @@ enum class Kind {
     Registered,  // cuMemHostRegister (memory owned by the caller)
     VmmMapped,   // reserved for the VMM emulation: a mapped piece of a reserved range
     IpcOpened,   // cuIpcOpenMemHandle: another process's cuMemAlloc memory mapped here
-    Pool,        // cuMemAllocAsync / cuMemAllocFromPoolAsync block, or cuMemPoolImportPointer (fakecuda_pools.cpp)
+    Pool,        // cuMemAllocAsync / cuMemAllocFromPoolAsync block, or cuMemPoolImportPointer (fakecuda_pool_alloc.cpp)
 };
 
 // A location as the managed-memory state stores it.
@@ -482,7 +482,7 @@ CUresult check_location(const State& st, const CUmemLocation& loc, bool for_pref
 // Resolve HOST_NUMA_CURRENT etc. to the form the range state stores.
 Loc normalize_location(const CUmemLocation& loc);
 
-// ---- stream-ordered allocation and memory pools (fakecuda_pools.cpp) ------------
+// ---- stream-ordered allocation and memory pools (fakecuda_pool_alloc.cpp) -------
 // A freed block's address is gone for API calls at once, but stream work
 // enqueued before the free may still use the bytes until the free's position
 // in its stream has run. Stream work therefore names the memory it touches by
