@@ -143,8 +143,8 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
     CHECK(untouched.calls_since("cuMemPoolExportPointer") == 0);
 
     // What this process exported, it does not import.
-    auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
     auto exported = take(cudyn::export_pool(pool));
+    auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
     require_error(cudyn::import_pool(std::move(exported)), ErrorCode::InvalidArgument, "exported by this process");
     require_error(cudyn::import_pool_pointer(pool, descriptor), ErrorCode::InvalidArgument, "exported by this process");
     CHECK(untouched.calls_since("cuMemPoolImportFromShareableHandle") == 0);

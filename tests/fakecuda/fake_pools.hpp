@@ -58,6 +58,7 @@ struct CUmemPoolHandle_st {
     bool is_default = false;
     bool imported = false;
     bool destroyed = false;  // cuMemPoolDestroy returned; resources wait for outstanding blocks
+    bool exported = false;   // cuMemPoolExportToShareableHandle succeeded once: its pointers may export
     int follow_events = 1;
     int opportunistic = 1;
     int internal_dependencies = 1;

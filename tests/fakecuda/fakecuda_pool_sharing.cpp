@@ -361,7 +361,9 @@ FAKE_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUm
     // A fabric pool is created without an IMEX channel (as on the H200); its
     // export is where the channel is needed.
     if (type == CU_MEM_HANDLE_TYPE_FABRIC && !fake::state().imex_channel) return CUDA_ERROR_NOT_PERMITTED;
-    return export_pool(pool, handle_out, type);
+    const CUresult rc = export_pool(pool, handle_out, type);
+    if (rc == CUDA_SUCCESS) pool->exported = true;
+    return rc;
 #else
     return CUDA_ERROR_NOT_SUPPORTED;
 #endif
@@ -407,6 +409,9 @@ FAKE_API CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData* shareDa
     if (it == st.allocs.end() || it->second.kind != Kind::Pool) return CUDA_ERROR_INVALID_VALUE;
     Pool* pool = it->second.pool;
     if (pool->imported || pool->handle_types == 0) return CUDA_ERROR_INVALID_VALUE;
+    // Only once the pool itself was exported (any handle type): driver 580
+    // on an H200 refused the pointer of a never-exported pool.
+    if (!pool->exported) return CUDA_ERROR_INVALID_VALUE;
 #if defined(__linux__)
     return export_pointer(pool, it->second, shareData_out);
 #else
