@@ -9,13 +9,13 @@
 // the bare call. Rounds alternate which side goes first (compare_loops).
 #include "harness.hpp"
 
-#include "cudyn/copy_plan.hpp"
-#include "cudyn/device.hpp"
-#include "cudyn/device_buffer.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/pinned_buffer.hpp"
-#include "cudyn/primary_context.hpp"
-#include "cudyn/stream.hpp"
+#include "cudyn/memory/copy_plan.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/memory/pinned_buffer.hpp"
+#include "cudyn/device/primary_context.hpp"
+#include "cudyn/device/stream.hpp"
 
 #include <cstdio>
 #include <cstring>

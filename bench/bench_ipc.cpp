@@ -3,9 +3,9 @@
 // through cudyn against the same entries called raw (the table's pointers,
 // no checks, no RAII), in the same run.
 //
-//   ipc/get-mem-handle    IpcMemDescriptor::export_buffer vs cuIpcGetMemHandle   (raw H200: ~8 us)
-//   ipc/export-range      IpcMemDescriptor::export_range vs cuMemGetAddressRange + cuIpcGetMemHandle
-//   ipc/open-mem-handle   OpenedMem::open vs cuIpcOpenMemHandle, in a child process (raw H200: ~110 us)
+//   ipc/get-mem-handle    IpcMemoryDescriptor::export_buffer vs cuIpcGetMemHandle   (raw H200: ~8 us)
+//   ipc/export-range      IpcMemoryDescriptor::export_range vs cuMemGetAddressRange + cuIpcGetMemHandle
+//   ipc/open-mem-handle   ImportedIpcMemory::open vs cuIpcOpenMemHandle, in a child process (raw H200: ~110 us)
 //
 // Targets: within 1.05x of raw. The open case runs in a child (a process
 // cannot open its own handle): the parent keeps the allocation, passes the
@@ -15,16 +15,16 @@
 
 #include <sys/resource.h>
 
-#include "cudyn/device.hpp"
-#include "cudyn/device_buffer.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/ipc_memory.hpp"
-#include "cudyn/memory_pool.hpp"
-#include "cudyn/opened_mem.hpp"
-#include "cudyn/pool_sharing.hpp"
-#include "cudyn/stream.hpp"
-#include "cudyn/stream_ordered_buffer.hpp"
-#include "cudyn/primary_context.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/share/ipc_memory.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/share/imported_ipc_memory.hpp"
+#include "cudyn/share/pool_sharing.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
+#include "cudyn/device/primary_context.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -146,10 +146,10 @@ CaseResult export_range(const Settings& settings) {
 }
 
 const CaseRegistrar get_mem_handle_case({"ipc/get-mem-handle",
-                                         "IpcMemDescriptor::export_buffer vs cuIpcGetMemHandle", true,
+                                         "IpcMemoryDescriptor::export_buffer vs cuIpcGetMemHandle", true,
                                          get_mem_handle});
 const CaseRegistrar export_range_case({"ipc/export-range",
-                                       "IpcMemDescriptor::export_range vs cuMemGetAddressRange + cuIpcGetMemHandle",
+                                       "IpcMemoryDescriptor::export_range vs cuMemGetAddressRange + cuIpcGetMemHandle",
                                        true, export_range});
 
 // =============================================================================
@@ -179,12 +179,12 @@ bool from_hex(const char* text, std::array<std::uint8_t, N>& bytes) {
 // The child: times `opens` raw and `opens` cudyn opens, in alternating blocks
 // of 10, each open closed again (untimed) before the next.
 int child_open() {
-    IpcMemDescriptor::Bytes bytes{};
+    IpcMemoryDescriptor::Bytes bytes{};
     if (!from_hex(std::getenv(kDescriptorVariable), bytes)) {
         std::printf("no descriptor in %s\n", kDescriptorVariable);
         return 1;
     }
-    auto descriptor = IpcMemDescriptor::from_bytes(bytes.data(), bytes.size());
+    auto descriptor = IpcMemoryDescriptor::from_bytes(bytes.data(), bytes.size());
     if (!descriptor) {
         std::printf("%s\n", descriptor.error().describe().c_str());
         return 1;
@@ -216,7 +216,7 @@ int child_open() {
                     if (cu.cuIpcCloseMemHandle_v4010(pointer) != CUDA_SUCCESS) return std::printf("raw close\n"), 1;
                 } else {
                     const auto start = Clock::now();
-                    auto opened = open_ipc_memory(*descriptor);
+                    auto opened = import_ipc_memory(*descriptor);
                     const auto end = Clock::now();
                     if (!opened) return std::printf("%s\n", opened.error().describe().c_str()), 1;
                     if (block > 0) cudyn_us.push_back(elapsed_ns(start, end) / 1000.0);
@@ -283,7 +283,7 @@ CaseResult open_mem_handle(const Settings& settings) {
 }
 
 const CaseRegistrar open_case({"ipc/open-mem-handle",
-                               "OpenedMem::open vs cuIpcOpenMemHandle of another process's allocation (a child)",
+                               "ImportedIpcMemory::open vs cuIpcOpenMemHandle of another process's allocation (a child)",
                                true, open_mem_handle});
 
 // =============================================================================
@@ -302,9 +302,9 @@ long minor_faults() {
 // The child: after its context is current, times the first open of the
 // process, raw or through cudyn (one side per process), and prints it.
 int child_first_open() {
-    IpcMemDescriptor::Bytes bytes{};
+    IpcMemoryDescriptor::Bytes bytes{};
     if (!from_hex(std::getenv(kDescriptorVariable), bytes)) return std::printf("no descriptor\n"), 1;
-    auto descriptor = IpcMemDescriptor::from_bytes(bytes.data(), bytes.size());
+    auto descriptor = IpcMemoryDescriptor::from_bytes(bytes.data(), bytes.size());
     if (!descriptor) return std::printf("%s\n", descriptor.error().describe().c_str()), 1;
     auto device = Device::get(0);
     if (!device) return std::printf("%s\n", device.error().describe().c_str()), 1;
@@ -331,7 +331,7 @@ int child_first_open() {
         (void)cu.cuIpcCloseMemHandle_v4010(pointer);
     } else {
         const auto start = Clock::now();
-        auto opened = open_ipc_memory(*descriptor);
+        auto opened = import_ipc_memory(*descriptor);
         us = elapsed_ns(start, Clock::now()) / 1000.0;
         if (!opened) return std::printf("%s\n", opened.error().describe().c_str()), 1;
     }
@@ -416,7 +416,7 @@ CaseResult first_open(const Settings& settings) {
 }
 
 const CaseRegistrar first_open_case({"ipc/first-open",
-                                     "the first OpenedMem::open of a fresh process vs the first raw cuIpcOpenMemHandle, "
+                                     "the first ImportedIpcMemory::open of a fresh process vs the first raw cuIpcOpenMemHandle, "
                                      "one open per process, 15 processes per side",
                                      true, first_open});
 
@@ -441,9 +441,9 @@ int child_pool_import() {
     const DriverTable& cu = driver();
     double us = 0;
     if (side == "legacy") {
-        IpcMemDescriptor::Bytes bytes{};
+        IpcMemoryDescriptor::Bytes bytes{};
         if (!from_hex(std::getenv(kDescriptorVariable), bytes)) return std::printf("no descriptor\n"), 1;
-        auto descriptor = IpcMemDescriptor::from_bytes(bytes.data(), bytes.size());
+        auto descriptor = IpcMemoryDescriptor::from_bytes(bytes.data(), bytes.size());
         if (!descriptor) return std::printf("%s\n", descriptor.error().describe().c_str()), 1;
         const CUipcMemHandle handle = descriptor->handle().to_cu();
         CUdeviceptr pointer = 0;
@@ -455,18 +455,18 @@ int child_pool_import() {
         std::printf("result us=%.6f\n", us);
         return 0;
     }
-    PoolShareInfo::Bytes info_bytes{};
+    PoolInfo::Bytes info_bytes{};
     PoolPointerDescriptor::Bytes pointer_bytes{};
     const char* fd_text = std::getenv(kPoolFdVariable);
     if (fd_text == nullptr || !from_hex(std::getenv(kPoolInfoVariable), info_bytes) ||
         !from_hex(std::getenv(kPoolPointerVariable), pointer_bytes))
         return std::printf("no pool descriptors\n"), 1;
-    auto info = PoolShareInfo::from_bytes(info_bytes.data(), info_bytes.size());
+    auto info = PoolInfo::from_bytes(info_bytes.data(), info_bytes.size());
     auto shared = PoolPointerDescriptor::from_bytes(pointer_bytes.data(), pointer_bytes.size());
     if (!info || !shared) return std::printf("bad pool descriptors\n"), 1;
-    // import_pool closes the descriptor it is given: a duplicate, so the
+    // import_pool_fd closes the descriptor it is given: a duplicate, so the
     // inherited one stays for nobody (this process imports once).
-    auto pool = import_pool(ExportedPool{FileDescriptor(::dup(std::atoi(fd_text))), *info});
+    auto pool = import_pool_fd(PoolFdDescriptor{FileDescriptor(::dup(std::atoi(fd_text))), *info});
     if (!pool) return std::printf("%s\n", pool.error().describe().c_str()), 1;
     if (side == "raw") {
         CUmemPoolPtrExportData data = shared->handle().to_cu();
@@ -501,7 +501,7 @@ CaseResult pool_first_import(const Settings& settings) {
     auto buffer = StreamOrderedBuffer<std::uint8_t>::allocate(*pool, kBytes, *stream);
     if (!buffer) return failed(buffer.error().describe());
     if (auto done = stream->synchronize(); !done) return failed(done.error().describe());
-    auto exported = export_pool(*pool);
+    auto exported = export_pool_fd(*pool);
     if (!exported) return failed(exported.error().describe());
     auto pointer = export_pool_pointer(*pool, *buffer);
     if (!pointer) return failed(pointer.error().describe());

@@ -7,11 +7,11 @@
 // cudyn::driver_entries so both sides resolve exactly the same list.
 #include "harness.hpp"
 
-#include "cudyn/device.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/driver_table.hpp"
-#include "cudyn/loader.hpp"
-#include "cudyn/primary_context.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/loader/driver_table.hpp"
+#include "cudyn/loader/loader.hpp"
+#include "cudyn/device/primary_context.hpp"
 
 #include <dlfcn.h>
 

@@ -12,22 +12,22 @@
 
 #include "../tests/support/ptx_kernels.hpp"
 
-#include "cudyn/device.hpp"
-#include "cudyn/device_buffer.hpp"
-#include "cudyn/device_capabilities.hpp"
-#include "cudyn/device_span.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/loader.hpp"
-#include "cudyn/managed_range.hpp"
-#include "cudyn/mapped_buffer.hpp"
-#include "cudyn/memory_info.hpp"
-#include "cudyn/memory_pool.hpp"
-#include "cudyn/pinned_buffer.hpp"
-#include "cudyn/prefetch_plan.hpp"
-#include "cudyn/primary_context.hpp"
-#include "cudyn/stream.hpp"
-#include "cudyn/stream_ordered_buffer.hpp"
-#include "cudyn/managed_buffer.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/loader/loader.hpp"
+#include "cudyn/memory/managed_range.hpp"
+#include "cudyn/memory/zero_copy_buffer.hpp"
+#include "cudyn/memory/memory_info.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/memory/pinned_buffer.hpp"
+#include "cudyn/memory/prefetch_plan.hpp"
+#include "cudyn/device/primary_context.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
+#include "cudyn/memory/managed_buffer.hpp"
 
 #include <cstddef>
 #include <cstdio>
@@ -181,7 +181,7 @@ const CaseRegistrar alloc_1g({"memory/alloc-free-1GiB",
                               [](const Settings& s) { return alloc_free(s, kGiB, 10); }});
 
 // =============================================================================
-// 2. Zero-copy: a kernel reading a MappedBuffer vs a pinned cuMemcpyHtoD
+// 2. Zero-copy: a kernel reading a ZeroCopyBuffer vs a pinned cuMemcpyHtoD
 // =============================================================================
 
 // Frees raw cuMemHostAlloc / cuMemAlloc memory at scope exit (the raw side
@@ -219,8 +219,8 @@ CaseResult zero_copy_read(const Settings& settings) {
     std::memset(pinned.pointer, 1, kBytes);
     if (CUresult rc = cu.cuMemAlloc_v3020(&target.pointer, kBytes); rc != CUDA_SUCCESS)
         return failed(Error::from_driver(rc, "cuMemAlloc_v2").describe());
-    // cudyn: the same kernel that reads device memory reads the MappedBuffer over the bus.
-    auto mapped = MappedBuffer<std::uint32_t>::allocate(kCount);
+    // cudyn: the same kernel that reads device memory reads the ZeroCopyBuffer over the bus.
+    auto mapped = ZeroCopyBuffer<std::uint32_t>::allocate(kCount);
     if (!mapped) return failed(mapped.error().describe());
     std::memset(mapped->data(), 1, kBytes);
     auto counter = DeviceBuffer<std::uint32_t>::allocate(1);
@@ -254,11 +254,11 @@ CaseResult zero_copy_read(const Settings& settings) {
         if (!gbps) return failed("device-memory read: " + gbps.error().describe());
         device_samples.push_back(*gbps);
     }
-    result.operation = "read 512 MiB: kernel on MappedBuffer vs pinned cuMemcpyHtoD";
+    result.operation = "read 512 MiB: kernel on ZeroCopyBuffer vs pinned cuMemcpyHtoD";
     result.unit = "GB/s";
     result.iterations = 1;
     result.extra = {{"device_memory_kernel_GBps", median(device_samples)}};
-    result.notes.push_back("raw = pinned cuMemcpyHtoD_v2 bandwidth, cudyn = sum_u32 kernel reading the MappedBuffer "
+    result.notes.push_back("raw = pinned cuMemcpyHtoD_v2 bandwidth, cudyn = sum_u32 kernel reading the ZeroCopyBuffer "
                            "(higher is better); the same kernel reads device memory at " +
                            format("%.0f", median(device_samples)) + " GB/s");
     add_target_note(result, "zero-copy kernel read vs pinned memcpy", 0.90, true);
@@ -266,7 +266,7 @@ CaseResult zero_copy_read(const Settings& settings) {
 }
 
 const CaseRegistrar zero_copy_case({"memory/zero-copy-read",
-                                    "kernel read bandwidth of a 512 MiB MappedBuffer vs a pinned cuMemcpyHtoD_v2 of "
+                                    "kernel read bandwidth of a 512 MiB ZeroCopyBuffer vs a pinned cuMemcpyHtoD_v2 of "
                                     "the same size (and device memory for scale)",
                                     true, zero_copy_read});
 

@@ -16,15 +16,15 @@
 // memory for alloc + copy + free (which needs the old and new buffers at once).
 #include "harness.hpp"
 
-#include "cudyn/address_range.hpp"
-#include "cudyn/allocation_properties.hpp"
-#include "cudyn/device.hpp"
-#include "cudyn/device_capabilities.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/growable_buffer.hpp"
-#include "cudyn/mapped_range.hpp"
-#include "cudyn/physical_memory.hpp"
-#include "cudyn/primary_context.hpp"
+#include "cudyn/vmm/address_range.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
+#include "cudyn/vmm/mapped_range.hpp"
+#include "cudyn/vmm/physical_memory.hpp"
+#include "cudyn/device/primary_context.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,8 +1,8 @@
 // cudyn-bench — the harness: options, registry, child processes, table, JSON.
 #include "harness.hpp"
 
-#include "cudyn/device.hpp"
-#include "cudyn/loader.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/loader.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>

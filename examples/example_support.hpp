@@ -3,10 +3,10 @@
 // and the CUresult, so the line is enough to tell what went wrong).
 #pragma once
 
-#include <cudyn/device.hpp>
-#include <cudyn/error.hpp>
-#include <cudyn/primary_context.hpp>
-#include <cudyn/result.hpp>
+#include "cudyn/device/device.hpp"
+#include "cudyn/core/error.hpp"
+#include "cudyn/device/primary_context.hpp"
+#include "cudyn/core/result.hpp"
 
 #include <cstdio>
 

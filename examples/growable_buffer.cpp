@@ -10,8 +10,8 @@
 // drivers without it.
 #include "example_support.hpp"
 
-#include <cudyn/allocation_properties.hpp>
-#include <cudyn/growable_buffer.hpp>
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
 
 #include <cstdint>
 #include <cstdio>

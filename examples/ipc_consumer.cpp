@@ -22,7 +22,7 @@ namespace {
 
 // Whatever the producer sent, opened or imported and mapped here.
 struct ReceivedMemory {
-    std::optional<cudyn::OpenedMem> opened;  // legacy handle
+    std::optional<cudyn::ImportedIpcMemory> opened;  // legacy handle
     std::optional<cudyn::AddressRange> range;
     std::optional<cudyn::PhysicalMemory> physical;
     std::optional<cudyn::MappedRange> mapping;  // POSIX descriptor
@@ -34,9 +34,9 @@ cudyn::Result<ReceivedMemory> receive_memory(cudyn::FdChannel& channel, int devi
     if (!message) return message.error();
     ReceivedMemory memory;
     if (message->tag == kMemoryTag) {
-        auto descriptor = cudyn::IpcMemDescriptor::from_bytes(message->payload.data(), message->payload.size());
+        auto descriptor = cudyn::IpcMemoryDescriptor::from_bytes(message->payload.data(), message->payload.size());
         if (!descriptor) return descriptor.error();
-        auto opened = cudyn::open_ipc_memory(*descriptor);
+        auto opened = cudyn::import_ipc_memory(*descriptor);
         if (!opened) return opened.error();
         auto words = opened->device_span_as<std::uint32_t>();
         if (!words) return words.error();
@@ -45,12 +45,12 @@ cudyn::Result<ReceivedMemory> receive_memory(cudyn::FdChannel& channel, int devi
         std::printf("consumer: opened a legacy IPC handle of %zu bytes\n", memory.words.size_bytes());
         return memory;
     }
-    if (message->tag != cudyn::kPosixFdMessageTag)
+    if (message->tag != cudyn::kMemoryFdMessageTag)
         return cudyn::Error::invalid_argument("unexpected message tag " + std::to_string(message->tag));
-    auto info = cudyn::ShareableMemoryInfo::from_bytes(message->payload.data(), message->payload.size());
+    auto info = cudyn::PhysicalMemoryInfo::from_bytes(message->payload.data(), message->payload.size());
     if (!info) return info.error();
     // The descriptor is closed by the import, whatever it answers.
-    auto physical = cudyn::import_posix_fd(cudyn::ExportedFd{std::move(message->fd), *info});
+    auto physical = cudyn::import_memory_fd(cudyn::MemoryFdDescriptor{std::move(message->fd), *info});
     if (!physical) return physical.error();
     auto range = cudyn::AddressRange::reserve(physical->size_bytes());
     if (!range) return range.error();
@@ -80,7 +80,7 @@ int run(const std::string& socket, int device_ordinal) {
     auto event_descriptor =
         cudyn::IpcEventDescriptor::from_bytes(event_message->payload.data(), event_message->payload.size());
     if (!event_descriptor) return fail("event descriptor", event_descriptor.error());
-    auto event = cudyn::open_ipc_event(*event_descriptor);
+    auto event = cudyn::import_ipc_event(*event_descriptor);
     if (!event) return fail("open the event", event.error());
     auto memory = receive_memory(*channel, device_ordinal);
     if (!memory) return fail("receive the memory", memory.error());

@@ -10,10 +10,10 @@
 namespace cudyn_example {
 
 // Message tags on the channel (the POSIX descriptor travels under
-// cudyn::kPosixFdMessageTag).
+// cudyn::kMemoryFdMessageTag).
 enum : std::uint32_t {
     kEventTag = 1,     // IpcEventDescriptor bytes
-    kMemoryTag = 2,    // IpcMemDescriptor bytes
+    kMemoryTag = 2,    // IpcMemoryDescriptor bytes
     kReadyTag = 3,     // the consumer has opened everything
     kRecordedTag = 4,  // the producer recorded the event; payload: the value it wrote
     kDoneTag = 5,      // the consumer's answer, as text

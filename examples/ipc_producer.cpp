@@ -7,7 +7,7 @@
 //
 // Options: --device N (default 0), --words N (default 4 Mi 32-bit words).
 // The producer listens on the named Unix socket, sends the consumer an event
-// and the memory (an IpcMemDescriptor, or the descriptor of a PhysicalMemory
+// and the memory (an IpcMemoryDescriptor, or the descriptor of a PhysicalMemory
 // over SCM_RIGHTS), fills the memory on a stream, records the event and says
 // so. The consumer's stream waits for that record on the GPU, so it reads the
 // finished bytes without polling. Every wait on the socket is bounded.
@@ -98,7 +98,7 @@ int run(const Options& options) {
     auto shared = allocate(options);
     if (!shared) return fail("allocate", shared.error());
     auto stream = cudyn::Stream::create();
-    auto event = cudyn::InterprocessEvent::create();
+    auto event = cudyn::IpcEvent::create();
     if (!stream) return fail("stream", stream.error());
     if (!event) return fail("event", event.error());
     auto event_descriptor = cudyn::export_ipc_event(*event);
@@ -115,9 +115,9 @@ int run(const Options& options) {
     if (auto sent = channel->send(kEventTag, event_bytes.data(), event_bytes.size()); !sent)
         return fail("send the event", sent.error());
     if (options.posix_fd) {
-        auto exported = cudyn::export_posix_fd(*shared->physical);
+        auto exported = cudyn::export_memory_fd(*shared->physical);
         if (!exported) return fail("export", exported.error());
-        if (auto sent = cudyn::send_posix_fd(*channel, *exported); !sent) return fail("send the descriptor", sent.error());
+        if (auto sent = cudyn::send_descriptor(*channel, *exported); !sent) return fail("send the descriptor", sent.error());
     } else {
         auto descriptor = cudyn::export_ipc_memory(*shared->buffer);
         if (!descriptor) return fail("export", descriptor.error());

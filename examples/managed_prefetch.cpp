@@ -10,11 +10,11 @@
 // Windows) the plan answers NotSupported and the example stops there.
 #include "example_support.hpp"
 
-#include <cudyn/location.hpp>
-#include <cudyn/migration_policy.hpp>
-#include <cudyn/prefetch_plan.hpp>
-#include <cudyn/stream.hpp>
-#include <cudyn/managed_buffer.hpp>
+#include "cudyn/core/location.hpp"
+#include "cudyn/memory/migration_policy.hpp"
+#include "cudyn/memory/prefetch_plan.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/memory/managed_buffer.hpp"
 
 #include <cstdint>
 #include <cstdio>

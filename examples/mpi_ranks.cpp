@@ -18,10 +18,10 @@
 // a rank without a driver or legacy IPC (it says so and shares nothing).
 #include "example_support.hpp"
 
-#include <cudyn/device_buffer.hpp>
-#include <cudyn/ipc_memory.hpp>
-#include <cudyn/load_report.hpp>
-#include <cudyn/opened_mem.hpp>
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/share/ipc_memory.hpp"
+#include "cudyn/loader/load_report.hpp"
+#include "cudyn/share/imported_ipc_memory.hpp"
 #include <cudyn/mpi/descriptor_exchange.hpp>
 #include <cudyn/mpi/ranks.hpp>
 
@@ -95,7 +95,7 @@ void print_in_rank_order(const std::string& line, int rank, int size) {
 
 // This rank's part: its buffer, filled and exported; the error instead where
 // it has none. `memory` keeps the buffer alive until every peer closed it.
-cudyn::Result<cudyn::IpcMemDescriptor> share(int rank, int ordinal, std::optional<cudyn::PrimaryContext>& context,
+cudyn::Result<cudyn::IpcMemoryDescriptor> share(int rank, int ordinal, std::optional<cudyn::PrimaryContext>& context,
                                              std::optional<cudyn::DeviceBuffer<std::uint32_t>>& memory) {
     CUDYN_TRY_ASSIGN(auto active, activate_device(ordinal));
     context = std::move(active);
@@ -109,8 +109,8 @@ cudyn::Result<cudyn::IpcMemDescriptor> share(int rank, int ordinal, std::optiona
 
 // Opens a peer's buffer, reads it back and checks the peer's pattern: an
 // empty string when it matches, else what went wrong.
-std::string check_peer(const cudyn::mpi::PeerDescriptor<cudyn::IpcMemDescriptor>& peer) {
-    auto opened = cudyn::open_ipc_memory(*peer.descriptor);
+std::string check_peer(const cudyn::mpi::PeerDescriptor<cudyn::IpcMemoryDescriptor>& peer) {
+    auto opened = cudyn::import_ipc_memory(*peer.descriptor);
     if (!opened) return "open failed: " + opened.error().describe();
     auto words = opened->device_span_as<std::uint32_t>();
     if (!words) return words.error().describe();
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     line += "; checked ranks " + join(checked) + "; on other hosts: " + join(elsewhere) +
             "; shared nothing: " + join(without) + (failed ? " [FAILED]" : " [ok]") + "\n";
 
-    // Every opened handle is closed (check_peer's OpenedMem is gone) before
+    // Every opened handle is closed (check_peer's ImportedIpcMemory is gone) before
     // any exporter frees its buffer: CUDA leaves freeing first undefined.
     MPI_Barrier(MPI_COMM_WORLD);
     memory.reset();

@@ -2,15 +2,15 @@
 //
 //   ./build/examples/zero_copy
 //
-// A MappedBuffer is pinned host memory that is also mapped into the device's
+// A ZeroCopyBuffer is pinned host memory that is also mapped into the device's
 // address space. The host fills it through its span; the device overwrites
 // the second half through its device span (a cuMemsetD32 on the GPU, over
 // the bus); the host then reads both halves where they are. Good for data
 // the GPU touches once; for data it reads many times, a DeviceBuffer is faster.
 #include "example_support.hpp"
 
-#include <cudyn/mapped_buffer.hpp>
-#include <cudyn/stream.hpp>
+#include "cudyn/memory/zero_copy_buffer.hpp"
+#include "cudyn/device/stream.hpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -26,8 +26,8 @@ int main() {
     if (!context) return fail("device 0", context.error());
     // NotSupported when the device cannot map host memory, checked before
     // anything is allocated.
-    auto buffer = cudyn::MappedBuffer<std::uint32_t>::allocate(kWords);
-    if (!buffer) return unsupported_or_fail("MappedBuffer::allocate", buffer.error());
+    auto buffer = cudyn::ZeroCopyBuffer<std::uint32_t>::allocate(kWords);
+    if (!buffer) return unsupported_or_fail("ZeroCopyBuffer::allocate", buffer.error());
 
     for (std::size_t i = 0; i < kWords; ++i) (*buffer)[i] = static_cast<std::uint32_t>(i);  // plain host stores
 

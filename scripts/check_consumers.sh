@@ -49,7 +49,7 @@ quiet meson install -C "$work/cudyn-build" --destdir "$work/moved"  # a second, 
 
 pc_file="$(find "$prefix" -name cudyn.pc -print -quit)"
 cmake_config="$(find "$prefix" -name cudynConfig.cmake -print -quit)"
-for installed in "$prefix/include/cudyn/cudyn.hpp" "$prefix/include/cudyn/driver_symbols.def" "$pc_file" \
+for installed in "$prefix/include/cudyn/cudyn.hpp" "$prefix/include/cudyn/loader/driver_symbols.def" "$pc_file" \
                  "$cmake_config" "$(dirname "$cmake_config")/cudynConfigVersion.cmake"; do
     [ -f "$installed" ] || { echo "consumers: not installed: $installed" >&2; exit 1; }
 done

@@ -131,7 +131,7 @@ def copy_plan_cell(d):
 
 
 def share_any_cell(d):
-    # The kinds share_allocation finds (shared_allocation.hpp): cuMemAlloc
+    # The kinds export_allocation finds (allocation_sharing.hpp): cuMemAlloc
     # memory always; VMM memory through cuMemRetainAllocationHandle and the
     # 11.7 mapping attributes; pool memory where pools exist.
     kinds = ["cuMemAlloc"]
@@ -155,7 +155,7 @@ def trials_cell(d):
 ROWS = [
     ("driver loaded (version, entries resolved, how)", loader_row),
     ("`DeviceBuffer`, `DeviceSpan`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
-    ("`MappedBuffer` (zero-copy)", feature(lambda d: yes_if(d.cap("can_map_host_memory")))),
+    ("`ZeroCopyBuffer` (zero-copy)", feature(lambda d: yes_if(d.cap("can_map_host_memory")))),
     ("`ManagedBuffer`", feature(lambda d: yes_if(d.cap("managed_memory")))),
     ("advice, `prefetch_to` a device", feature(lambda d: yes_if(d.cap("concurrent_managed_access")))),
     ("host NUMA locations in advice and prefetch",
@@ -176,9 +176,9 @@ ROWS = [
              else yes_if(d.has("cuMemGetHandleForAddressRange", 11070) and d.cap("dma_buf")))),
     ("memory pools (`MemoryPool`), `StreamOrderedBuffer`",
      feature(lambda d: yes_if(d.has("cuMemPoolCreate", 11020) and d.cap("memory_pools")))),
-    ("`share_allocation` (from an address alone)", feature(share_any_cell)),
+    ("`export_allocation` (from an address alone)", feature(share_any_cell)),
     ("capability trials (`fingerprint_device`, `cudyn-info`)", feature(trials_cell)),
-    ("legacy IPC memory (`OpenedMem`), IPC events",
+    ("legacy IPC memory (`ImportedIpcMemory`), IPC events",
      feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
 ]
 

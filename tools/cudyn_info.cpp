@@ -8,10 +8,10 @@
 //
 // It exits 0 whenever it could report, even when no driver is installed
 // (exit codes: README "Node health checks").
-#include "cudyn/capability_fingerprint.hpp"
-#include "cudyn/device.hpp"
-#include "cudyn/device_capabilities.hpp"
-#include "cudyn/loader.hpp"
+#include "cudyn/device/capability_fingerprint.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/loader/loader.hpp"
 #include "info_schema.hpp"
 
 #include <cstdio>

@@ -1,8 +1,8 @@
 #include "info_schema.hpp"
 
-#include "cudyn/capability_fingerprint.hpp"
-#include "cudyn/device_capabilities.hpp"
-#include "cudyn/load_report.hpp"
+#include "cudyn/device/capability_fingerprint.hpp"
+#include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/loader/load_report.hpp"
 
 #include <initializer_list>
 #include <string>

@@ -4,9 +4,9 @@
 // exchange. Not installed.
 #pragma once
 
-#include "cudyn/error.hpp"
-#include "cudyn/result.hpp"
-#include "cudyn/unique_handle.hpp"
+#include "cudyn/core/error.hpp"
+#include "cudyn/core/result.hpp"
+#include "cudyn/detail/unique_handle.hpp"
 
 #include <mpi.h>
 

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "cudyn/mpi/peer_descriptor.hpp"
-#include "cudyn/result.hpp"
+#include "cudyn/core/result.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // how this process fills it.
 #include "cudyn/mpi/rank_record.hpp"
 
-#include "cudyn/loader.hpp"
+#include "cudyn/loader/loader.hpp"
 
 #include "wire_values.hpp"
 

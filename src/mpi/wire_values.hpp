@@ -2,7 +2,7 @@
 // the exchange frame), on top of the library's wire_format.hpp. Not installed.
 #pragma once
 
-#include "../wire_format.hpp"
+#include "core/wire_format.hpp"
 
 #include <cuda.h>
 

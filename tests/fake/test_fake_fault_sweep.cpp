@@ -17,36 +17,36 @@
 // share its retain of the context, so no row takes the first retain or gives
 // back the last (giving back the last one is a destructor's business: a
 // failure there is dropped, not reported).
-#include "../support/catch.hpp"
-#include "../support/fake_driver.hpp"
-#include "../support/fake_memory_helpers.hpp"
-#include "../support/ipc_helpers.hpp"
-#include "../support/vmm_helpers.hpp"
+#include "support/catch.hpp"
+#include "support/fake_driver.hpp"
+#include "support/fake_memory_helpers.hpp"
+#include "support/ipc_helpers.hpp"
+#include "support/vmm_helpers.hpp"
 
-#include "cudyn/address_range.hpp"
-#include "cudyn/allocation_properties.hpp"
-#include "cudyn/copy_plan.hpp"
-#include "cudyn/device_buffer.hpp"
-#include "cudyn/dma_buf.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/growable_buffer.hpp"
-#include "cudyn/host_registration.hpp"
-#include "cudyn/ipc_event.hpp"
-#include "cudyn/ipc_memory.hpp"
-#include "cudyn/mapped_buffer.hpp"
-#include "cudyn/mapped_range.hpp"
-#include "cudyn/memory_pool.hpp"
-#include "cudyn/migration_policy.hpp"
-#include "cudyn/opened_mem.hpp"
-#include "cudyn/physical_memory.hpp"
-#include "cudyn/pinned_buffer.hpp"
-#include "cudyn/pool_sharing.hpp"
-#include "cudyn/prefetch_plan.hpp"
-#include "cudyn/shareable_memory.hpp"
-#include "cudyn/shared_allocation.hpp"
-#include "cudyn/stream.hpp"
-#include "cudyn/stream_ordered_buffer.hpp"
-#include "cudyn/managed_buffer.hpp"
+#include "cudyn/vmm/address_range.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/memory/copy_plan.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/share/dma_buf.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
+#include "cudyn/memory/host_registration.hpp"
+#include "cudyn/share/ipc_event.hpp"
+#include "cudyn/share/ipc_memory.hpp"
+#include "cudyn/memory/zero_copy_buffer.hpp"
+#include "cudyn/vmm/mapped_range.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/memory/migration_policy.hpp"
+#include "cudyn/share/imported_ipc_memory.hpp"
+#include "cudyn/vmm/physical_memory.hpp"
+#include "cudyn/memory/pinned_buffer.hpp"
+#include "cudyn/share/pool_sharing.hpp"
+#include "cudyn/memory/prefetch_plan.hpp"
+#include "cudyn/share/physical_memory_sharing.hpp"
+#include "cudyn/share/allocation_sharing.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
+#include "cudyn/memory/managed_buffer.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -60,7 +60,7 @@ using cudyn::AllocationProperties;
 using cudyn::ErrorCode;
 using cudyn::GrowableBuffer;
 using cudyn::HandleType;
-using cudyn::IpcMemDescriptor;
+using cudyn::IpcMemoryDescriptor;
 using cudyn::Location;
 using namespace cudyn_test;  // FakeDriver, activate, take, require_ok, kMiB, ipc helpers below
 using namespace cudyn_test::ipc;
@@ -170,14 +170,14 @@ GrowableBuffer growable(std::size_t chunks) {
 }
 
 // The rows. Each builds its state, runs its operation, and checks.
-std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEventDescriptor& peer_event) {
+std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEventDescriptor& peer_event) {
     const auto device0 = AllocationProperties::device(0);
     const auto fd_shareable = device0.with_handle_types(HandleType::PosixFileDescriptor);
     const auto fabric_shareable = device0.with_handle_types(HandleType::Fabric);
     return {
         {"DeviceBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::DeviceBuffer<int>::allocate(64); }); }},
         {"PinnedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::PinnedBuffer<int>::allocate(64); }); }},
-        {"MappedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::MappedBuffer<int>::allocate(64); }); }},
+        {"ZeroCopyBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::ZeroCopyBuffer<int>::allocate(64); }); }},
         {"ManagedBuffer::allocate", [](Trial& t) { t.operation([] { return cudyn::ManagedBuffer<int>::allocate(64); }); }},
         {"HostRegistration::register_memory (device_mapped)",
          [](Trial& t) {
@@ -213,7 +213,7 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              CHECK(read_device(buffer.device_address(), 1024) == values);
          }},
         {"Stream::create", [](Trial& t) { t.operation([] { return cudyn::Stream::create(); }); }},
-        {"InterprocessEvent::create", [](Trial& t) { t.operation([] { return cudyn::InterprocessEvent::create(); }); }},
+        {"IpcEvent::create", [](Trial& t) { t.operation([] { return cudyn::IpcEvent::create(); }); }},
         {"PhysicalMemory::create", [device0](Trial& t) { t.operation([&] { return cudyn::PhysicalMemory::create(device0, kChunk); }); }},
         {"MappedRange::map (with access)",
          [device0](Trial& t) {
@@ -361,31 +361,31 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
          }},
         {"export_ipc_event",
          [](Trial& t) {
-             auto event = take(cudyn::InterprocessEvent::create());
+             auto event = take(cudyn::IpcEvent::create());
              t.operation([&] { return export_ipc_event(event); });
              require_ok(event.record(cudyn::Stream::legacy_default()));
          }},
-        {"export_posix_fd",
+        {"export_memory_fd",
          [fd_shareable](Trial& t) {
              auto memory = take(cudyn::PhysicalMemory::create(fd_shareable, kChunk));
-             t.operation([&] { return cudyn::export_posix_fd(memory); });
+             t.operation([&] { return cudyn::export_memory_fd(memory); });
          }},
-        {"import_posix_fd",
+        {"import_memory_fd",
          [fd_shareable](Trial& t) {
              auto memory = take(cudyn::PhysicalMemory::create(fd_shareable, kChunk));
-             auto exported = take(cudyn::export_posix_fd(memory));
-             t.operation([&] { return cudyn::import_posix_fd(std::move(exported)); });
+             auto exported = take(cudyn::export_memory_fd(memory));
+             t.operation([&] { return cudyn::import_memory_fd(std::move(exported)); });
          }},
-        {"export_fabric",
+        {"export_memory_fabric",
          [fabric_shareable](Trial& t) {
              auto memory = take(cudyn::PhysicalMemory::create(fabric_shareable, kChunk));
-             t.operation([&] { return cudyn::export_fabric(memory); });
+             t.operation([&] { return cudyn::export_memory_fabric(memory); });
          }},
-        {"import_fabric",
+        {"import_memory_fabric",
          [fabric_shareable](Trial& t) {
              auto memory = take(cudyn::PhysicalMemory::create(fabric_shareable, kChunk));
-             auto descriptor = take(cudyn::export_fabric(memory));
-             t.operation([&] { return cudyn::import_fabric(descriptor); });
+             auto descriptor = take(cudyn::export_memory_fabric(memory));
+             t.operation([&] { return cudyn::import_memory_fabric(descriptor); });
          }},
         {"export_dma_buf",
          [](Trial& t) {
@@ -447,24 +447,24 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
              require_ok(buffer.free());
              require_ok(stream.synchronize());
          }},
-        {"OpenedMem::open (another process's buffer)",
+        {"ImportedIpcMemory::open (another process's buffer)",
          [&peer_memory](Trial& t) {
-             t.operation([&] { return cudyn::open_ipc_memory(peer_memory); });
-             auto again = take(cudyn::open_ipc_memory(peer_memory));  // nothing left claimed or mapped
+             t.operation([&] { return cudyn::import_ipc_memory(peer_memory); });
+             auto again = take(cudyn::import_ipc_memory(peer_memory));  // nothing left claimed or mapped
              require_ok(again.close());
          }},
-        {"OpenedMem::close",
+        {"ImportedIpcMemory::close",
          [&peer_memory](Trial& t) {
-             auto opened = take(cudyn::open_ipc_memory(peer_memory));
+             auto opened = take(cudyn::import_ipc_memory(peer_memory));
              t.operation([&] { return opened.close(); });
              if (t.injected()) {  // still open: a retry closes it
                  CHECK_FALSE(opened.empty());
                  require_ok(opened.close());
              }
          }},
-        {"InterprocessEvent::open (another process's event)",
+        {"IpcEvent::open (another process's event)",
          [&peer_event](Trial& t) {
-             t.operation([&] { return cudyn::open_ipc_event(peer_event); });
+             t.operation([&] { return cudyn::import_ipc_event(peer_event); });
          }},
     };
 }
@@ -473,7 +473,7 @@ std::vector<Row> rows(const IpcMemDescriptor& peer_memory, const cudyn::IpcEvent
 int sweep_exporter_role(int, char**) {
     return run_role("fault-sweep-exporter", [](ChildChecks& check, cudyn::FdChannel& channel) {
         auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(1024);
-        auto event = cudyn::InterprocessEvent::create();
+        auto event = cudyn::IpcEvent::create();
         if (!ok(check, buffer, "allocate") || !ok(check, event, "event")) return;
         auto memory = export_ipc_memory(*buffer);
         auto event_descriptor = export_ipc_event(*event);
@@ -487,11 +487,11 @@ const cudyn_test::ChildRole sweep_exporter("fault-sweep-exporter", sweep_exporte
 
 // ---- sharing any allocation ----------------------------------------------------------------------
 
-// What another process shared with share_allocation, one of each kind.
+// What another process shared with export_allocation, one of each kind.
 struct PeerShares {
-    cudyn::SharedAllocation legacy;
-    cudyn::SharedAllocation vmm;
-    cudyn::SharedAllocation pool;
+    cudyn::AllocationDescriptor legacy;
+    cudyn::AllocationDescriptor vmm;
+    cudyn::AllocationDescriptor pool;
 };
 
 // Four granules reserved, two of POSIX-fd memory mapped at the second, filled.
@@ -504,16 +504,16 @@ struct SharedVmm {
 };
 
 std::vector<Row> share_any_rows(const PeerShares& peer) {
-    const auto opened_rows = [](const char* name, const cudyn::SharedAllocation& shared) {
+    const auto opened_rows = [](const char* name, const cudyn::AllocationDescriptor& shared) {
         return Row{name, [&shared](Trial& t) {
-                       t.operation([&] { return cudyn::open_shared(shared); });
-                       auto again = take(cudyn::open_shared(shared));  // nothing left claimed or mapped
+                       t.operation([&] { return cudyn::import_allocation(shared); });
+                       auto again = take(cudyn::import_allocation(shared));  // nothing left claimed or mapped
                        CHECK(all_equal(again.device_address(), again.size_bytes(), kStamp));
                    }};
     };
-    const auto close_row = [](const char* name, const cudyn::SharedAllocation& shared) {
+    const auto close_row = [](const char* name, const cudyn::AllocationDescriptor& shared) {
         return Row{name, [&shared](Trial& t) {
-                       auto opened = take(cudyn::open_shared(shared));
+                       auto opened = take(cudyn::import_allocation(shared));
                        t.operation([&] { return opened.close(); });
                        if (t.injected()) {  // what the driver still holds stays held: a retry closes it
                            CHECK_FALSE(opened.empty());
@@ -523,31 +523,31 @@ std::vector<Row> share_any_rows(const PeerShares& peer) {
                    }};
     };
     return {
-        {"share_allocation (cuMemAlloc memory)",
+        {"export_allocation (cuMemAlloc memory)",
          [](Trial& t) {
              auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
-             t.operation([&] { return cudyn::share_allocation(buffer.device_address() + 256, 512); });
+             t.operation([&] { return cudyn::export_allocation(buffer.device_address() + 256, 512); });
          }},
-        {"share_allocation (VMM memory, a POSIX descriptor)",
+        {"export_allocation (VMM memory, a POSIX descriptor)",
          [](Trial& t) {
              SharedVmm vmm;
-             t.operation([&] { return cudyn::share_allocation(vmm.mapping.device_address() + 4096, 4096); });
+             t.operation([&] { return cudyn::export_allocation(vmm.mapping.device_address() + 4096, 4096); });
          }},
-        {"share_allocation (pool memory, the pool's POSIX descriptor)",
+        {"export_allocation (pool memory, the pool's POSIX descriptor)",
          [](Trial& t) {
              auto pool = take(cudyn::MemoryPool::create(
                  cudyn::PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor)));
              auto stream = take(cudyn::Stream::create());
              auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
-             t.operation([&] { return cudyn::share_allocation(buffer.device_address() + 256, 512); });
+             t.operation([&] { return cudyn::export_allocation(buffer.device_address() + 256, 512); });
              require_ok(buffer.free());
              require_ok(stream.synchronize());
          }},
-        opened_rows("open_shared (another process's cuMemAlloc memory)", peer.legacy),
-        opened_rows("open_shared (another process's VMM memory)", peer.vmm),
-        opened_rows("open_shared (another process's pool memory)", peer.pool),
-        close_row("OpenedAllocation::close (VMM memory)", peer.vmm),
-        close_row("OpenedAllocation::close (pool memory)", peer.pool),
+        opened_rows("import_allocation (another process's cuMemAlloc memory)", peer.legacy),
+        opened_rows("import_allocation (another process's VMM memory)", peer.vmm),
+        opened_rows("import_allocation (another process's pool memory)", peer.pool),
+        close_row("ImportedAllocation::close (VMM memory)", peer.vmm),
+        close_row("ImportedAllocation::close (pool memory)", peer.pool),
     };
 }
 
@@ -574,8 +574,8 @@ int sweep_sharer_role(int, char**) {
         const CUdeviceptr parts[] = {buffer->device_address() + 256, mapping->device_address() + 4096,
                                      pooled->device_address() + 256};
         for (const CUdeviceptr part : parts) {
-            auto shared = cudyn::share_allocation(part, 512);
-            if (ok(check, shared, "share_allocation")) ok(check, cudyn::send_shared(channel, *shared), "send_shared");
+            auto shared = cudyn::export_allocation(part, 512);
+            if (ok(check, shared, "export_allocation")) ok(check, cudyn::send_descriptor(channel, *shared), "send_descriptor");
         }
         ok(check, channel.receive(kDone, std::chrono::seconds(120)), "the sweep's end");
         ok(check, pooled->free(), "free the pool memory");
@@ -589,11 +589,11 @@ const cudyn_test::ChildRole sweep_sharer("fault-sweep-sharer", sweep_sharer_role
 TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn", "[emulated][fault-sweep]") {
     auto context = activate(0);
     ParentSide side = start_child("fault-sweep-exporter");
-    const auto peer_memory = take(receive_descriptor<IpcMemDescriptor>(side.channel, kMemDescriptor));
+    const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
     const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
     ParentSide sharer = start_child("fault-sweep-sharer");
-    const PeerShares peer_shares{take(cudyn::receive_shared(sharer.channel)), take(cudyn::receive_shared(sharer.channel)),
-                                 take(cudyn::receive_shared(sharer.channel))};
+    const PeerShares peer_shares{take(cudyn::receive_allocation(sharer.channel)), take(cudyn::receive_allocation(sharer.channel)),
+                                 take(cudyn::receive_allocation(sharer.channel))};
     std::vector<Row> all_rows = rows(peer_memory, peer_event);
     for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
 

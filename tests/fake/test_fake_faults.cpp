@@ -4,19 +4,19 @@
 // object keeps a state the driver agrees with, a retry works, nothing leaks.
 // The VMM cases run with the [growable] / [vmm] topics (Linux), the others
 // as [faults] on every fake that emulates memory.
-#include "../support/catch.hpp"
-#include "../support/fake_driver.hpp"
-#include "../support/fake_memory_helpers.hpp"
-#include "../support/vmm_helpers.hpp"
+#include "support/catch.hpp"
+#include "support/fake_driver.hpp"
+#include "support/fake_memory_helpers.hpp"
+#include "support/vmm_helpers.hpp"
 
-#include "cudyn/allocation_properties.hpp"
-#include "cudyn/device_span.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/growable_buffer.hpp"
-#include "cudyn/host_registration.hpp"
-#include "cudyn/migration_policy.hpp"
-#include "cudyn/physical_memory.hpp"
-#include "cudyn/managed_buffer.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
+#include "cudyn/memory/host_registration.hpp"
+#include "cudyn/memory/migration_policy.hpp"
+#include "cudyn/vmm/physical_memory.hpp"
+#include "cudyn/memory/managed_buffer.hpp"
 
 #include <cstdint>
 #include <limits>

@@ -5,26 +5,26 @@
 // devices, device-1 memory shared with a process whose context is device 0's,
 // and teardown of memory granted to device 1 while both devices still have
 // work on it.
-#include "../support/catch.hpp"
-#include "../support/child_process.hpp"
-#include "../support/fake_driver.hpp"
-#include "../support/fake_memory_helpers.hpp"
-#include "../support/ipc_helpers.hpp"
-#include "../support/share_any_helpers.hpp"
-#include "../support/vmm_helpers.hpp"
+#include "support/catch.hpp"
+#include "support/child_process.hpp"
+#include "support/fake_driver.hpp"
+#include "support/fake_memory_helpers.hpp"
+#include "support/ipc_helpers.hpp"
+#include "support/share_any_helpers.hpp"
+#include "support/vmm_helpers.hpp"
 
-#include "cudyn/address_range.hpp"
-#include "cudyn/allocation_properties.hpp"
-#include "cudyn/copy_plan.hpp"
-#include "cudyn/device_buffer.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/growable_buffer.hpp"
-#include "cudyn/mapped_range.hpp"
-#include "cudyn/memory_pool.hpp"
-#include "cudyn/physical_memory.hpp"
-#include "cudyn/shared_allocation.hpp"
-#include "cudyn/stream.hpp"
-#include "cudyn/stream_ordered_buffer.hpp"
+#include "cudyn/vmm/address_range.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/memory/copy_plan.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
+#include "cudyn/vmm/mapped_range.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/vmm/physical_memory.hpp"
+#include "cudyn/share/allocation_sharing.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -39,7 +39,7 @@ using cudyn::HandleType;
 using cudyn::Location;
 using cudyn::MemoryPool;
 using cudyn::PoolProperties;
-using cudyn::SharedKind;
+using cudyn::AllocationKind;
 using cudyn::Stream;
 using cudyn::StreamOrderedBuffer;
 using cudyn::call_driver;
@@ -273,7 +273,7 @@ TEST_CASE("device-1 cuMemAlloc memory is opened by a process whose context is de
     auto on_one = activate(1);
     auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kMiB / 4));
     share_with_device0_process(buffer.device_address(), buffer.device_address() + 4096, 64 * 1024,
-                               {SharedKind::LegacyIpc, HandleType::None, kMiB});
+                               {AllocationKind::LegacyIpc, HandleType::None, kMiB});
 }
 
 TEST_CASE("device-1 VMM and pool memory are opened by a process whose context is device 0's",
@@ -286,7 +286,7 @@ TEST_CASE("device-1 VMM and pool memory are opened by a process whose context is
             AllocationProperties::device(1).with_handle_types(HandleType::PosixFileDescriptor), 2 * granule));
         auto mapping = take(cudyn::MappedRange::map(range, 0, memory, {{Location::device(1), AccessFlags::ReadWrite}}));
         share_with_device0_process(mapping.device_address(), mapping.device_address() + 4096, kMiB,
-                                   {SharedKind::Vmm, HandleType::PosixFileDescriptor, 2 * granule});
+                                   {AllocationKind::Vmm, HandleType::PosixFileDescriptor, 2 * granule});
     }
     SECTION("pool memory, the pool travelling with it") {
         auto pool = take(MemoryPool::create(PoolProperties::device(1).with_handle_types(HandleType::PosixFileDescriptor)));
@@ -294,7 +294,7 @@ TEST_CASE("device-1 VMM and pool memory are opened by a process whose context is
         auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kMiB / 4, stream));
         require_ok(stream.synchronize());  // allocated before the other process uses it
         share_with_device0_process(buffer.device_address(), buffer.device_address() + 64, 128 * 1024,
-                                   {SharedKind::Pool, HandleType::PosixFileDescriptor, kMiB});
+                                   {AllocationKind::Pool, HandleType::PosixFileDescriptor, kMiB});
         require_ok(buffer.free());
         require_ok(stream.synchronize());
     }

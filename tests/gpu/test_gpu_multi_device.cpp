@@ -4,21 +4,21 @@
 // kernel and freed on GPU 1's stream, a copy plan between the GPUs, and a
 // GrowableBuffer destroyed while kernels on both GPUs still write it. Without
 // a peer path the cases that need one check cudyn's NotSupported and skip.
-#include "../support/catch.hpp"
-#include "../support/ptx_kernels.hpp"
-#include "../support/vmm_helpers.hpp"  // take, require_ok, kMiB
+#include "support/catch.hpp"
+#include "support/ptx_kernels.hpp"
+#include "support/vmm_helpers.hpp"  // take, require_ok, kMiB
 
-#include "cudyn/allocation_properties.hpp"
-#include "cudyn/copy_plan.hpp"
-#include "cudyn/device.hpp"
-#include "cudyn/device_buffer.hpp"
-#include "cudyn/device_capabilities.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/growable_buffer.hpp"
-#include "cudyn/memory_pool.hpp"
-#include "cudyn/primary_context.hpp"
-#include "cudyn/stream.hpp"
-#include "cudyn/stream_ordered_buffer.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/memory/copy_plan.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/device/primary_context.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -5,12 +5,12 @@
 // that is not a visible device recorded as the probe's failure, not thrown at
 // the caller. Each device's capability trials match fingerprint_device's,
 // and a fingerprint that fails is that device's answer, not the rank's.
-#include "../support/catch.hpp"
+#include "support/catch.hpp"
 
-#include "cudyn/capability_fingerprint.hpp"
-#include "cudyn/device.hpp"
-#include "cudyn/device_capabilities.hpp"
-#include "cudyn/loader.hpp"
+#include "cudyn/device/capability_fingerprint.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/loader/loader.hpp"
 #include "cudyn/mpi/capability_agreement.hpp"
 #include "cudyn/mpi/rank_record.hpp"
 

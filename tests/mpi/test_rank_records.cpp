@@ -4,15 +4,15 @@
 // Ranks of one job may run different cudyn versions, so the byte layouts are
 // pinned here field by field: a change that moves or drops a field fails even
 // when a round trip still passes.
-#include "../support/catch.hpp"
+#include "support/catch.hpp"
 
-#include "cudyn/ipc_memory.hpp"
+#include "cudyn/share/ipc_memory.hpp"
 #include "cudyn/mpi/capability_agreement.hpp"
 #include "cudyn/mpi/host_identity.hpp"
 #include "cudyn/mpi/peer_descriptor.hpp"
 #include "cudyn/mpi/rank_record.hpp"
 
-#include "../../src/mpi/descriptor_frame.hpp"
+#include "mpi/descriptor_frame.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -638,16 +638,16 @@ TEST_CASE("exchange frames: a descriptor, or the error that left a rank without 
 }
 
 TEST_CASE("parse_peer: a peer's bytes as a descriptor kind, Malformed naming the rank", "[unit][mpi-records]") {
-    using cudyn::IpcMemDescriptor;
+    using cudyn::IpcMemoryDescriptor;
     cudyn::mpi::PeerBytes junk{4, PeerStatus::Received, std::vector<std::uint8_t>(120, 0x42)};
-    auto parsed = cudyn::mpi::parse_peer<IpcMemDescriptor>(junk);
+    auto parsed = cudyn::mpi::parse_peer<IpcMemoryDescriptor>(junk);
     CHECK(parsed.rank == 4);
     CHECK(parsed.status == PeerStatus::Malformed);
     REQUIRE_FALSE(parsed.descriptor.has_value());
-    CHECK(parsed.descriptor.error().message.find("rank 4's descriptor: IpcMemDescriptor") == 0);
+    CHECK(parsed.descriptor.error().message.find("rank 4's descriptor: IpcMemoryDescriptor") == 0);
 
     cudyn::mpi::PeerBytes away{1, PeerStatus::DifferentHost, cudyn::Error::invalid_argument("elsewhere")};
-    auto kept = cudyn::mpi::parse_peer<IpcMemDescriptor>(away);
+    auto kept = cudyn::mpi::parse_peer<IpcMemoryDescriptor>(away);
     CHECK(kept.status == PeerStatus::DifferentHost);
     CHECK(kept.descriptor.error().message == "elsewhere");
     CHECK(std::string(cudyn::mpi::to_string(PeerStatus::DifferentHost)) == "different_host");

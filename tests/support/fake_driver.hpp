@@ -4,12 +4,12 @@
 
 #include "catch.hpp"
 
-#include "../fakecuda/fakecuda_probe.h"
+#include "fakecuda/fakecuda_probe.h"
 
-#include "cudyn/device.hpp"
-#include "cudyn/loader.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/loader.hpp"
 
-#include "../../src/device_facts.hpp"  // forget_capabilities
+#include "device/device_facts.hpp"  // forget_capabilities
 
 #if defined(_WIN32)
 #ifndef WIN32_LEAN_AND_MEAN

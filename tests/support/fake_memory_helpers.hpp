@@ -6,10 +6,10 @@
 #include "catch.hpp"
 #include "fake_driver.hpp"
 
-#include "cudyn/device.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/error.hpp"
-#include "cudyn/primary_context.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/core/error.hpp"
+#include "cudyn/device/primary_context.hpp"
 
 #include <cstdint>
 #include <initializer_list>

@@ -8,13 +8,13 @@
 #include "child_process.hpp"
 #include "vmm_helpers.hpp"
 
-#include "../fakecuda/fakecuda_probe.h"
+#include "fakecuda/fakecuda_probe.h"
 
-#include "cudyn/device.hpp"
-#include "cudyn/driver_call.hpp"
-#include "cudyn/fd_channel.hpp"
-#include "cudyn/loader.hpp"
-#include "cudyn/primary_context.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/channel/fd_channel.hpp"
+#include "cudyn/loader/loader.hpp"
+#include "cudyn/device/primary_context.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>

@@ -3,7 +3,7 @@
 // `ptxas -arch=sm_90` (and sm_75, sm_80, sm_100) from the CUDA 13.0 toolkit.
 #include "ptx_kernels.hpp"
 
-#include "cudyn/driver_call.hpp"
+#include "cudyn/loader/driver_call.hpp"
 
 #include <algorithm>
 #include <utility>

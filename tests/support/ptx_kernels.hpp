@@ -17,7 +17,7 @@
 // cuMemHostAlloc and cuMemAllocManaged allocation is).
 #pragma once
 
-#include "cudyn/result.hpp"
+#include "cudyn/core/result.hpp"
 
 #include <cuda.h>
 

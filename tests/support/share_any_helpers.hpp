@@ -11,9 +11,9 @@
 #include "ipc_helpers.hpp"
 #include "vmm_helpers.hpp"
 
-#include "cudyn/driver_call.hpp"
-#include "cudyn/fd_channel.hpp"
-#include "cudyn/shared_allocation.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/channel/fd_channel.hpp"
+#include "cudyn/share/allocation_sharing.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -30,14 +30,14 @@ inline constexpr std::uint32_t kReply = 0x5A5A0002u;
 // what came, opens it without asking its kind, checks the exporter's words at
 // the shared offset, writes kReply over the second half, closes, says done.
 inline void consume(ChildChecks& check, cudyn::FdChannel& channel, std::chrono::milliseconds timeout,
-                    const std::function<void(const cudyn::SharedAllocation&)>& inspect = {}) {
+                    const std::function<void(const cudyn::AllocationDescriptor&)>& inspect = {}) {
     using namespace cudyn_test::ipc;
-    auto shared = cudyn::receive_shared(channel, timeout);
-    if (!ok(check, shared, "receive_shared")) return;
+    auto shared = cudyn::receive_allocation(channel, timeout);
+    if (!ok(check, shared, "receive_allocation")) return;
     check.expect(!shared->exported_by_this_process(), "another process shared it");
     if (inspect) inspect(*shared);
-    auto opened = cudyn::open_shared(*shared);
-    if (!ok(check, opened, std::string("open_shared (") + cudyn::to_string(shared->kind()) + ")")) return;
+    auto opened = cudyn::import_allocation(*shared);
+    if (!ok(check, opened, std::string("import_allocation (") + cudyn::to_string(shared->kind()) + ")")) return;
     check.expect(opened->kind() == shared->kind(), "the opened kind is the shared kind");
     check.expect(opened->size_bytes() == shared->size_bytes(), "the shared size came along");
     const std::size_t bytes = opened->size_bytes();
@@ -58,11 +58,11 @@ inline void consume(ChildChecks& check, cudyn::FdChannel& channel, std::chrono::
 }
 
 struct Expected {
-    Expected(cudyn::SharedKind kind_, cudyn::HandleType handle_type_, std::size_t allocation_size_,
+    Expected(cudyn::AllocationKind kind_, cudyn::HandleType handle_type_, std::size_t allocation_size_,
              bool exact_allocation_size_ = true)
         : kind(kind_), handle_type(handle_type_), allocation_size(allocation_size_),
           exact_allocation_size(exact_allocation_size_) {}
-    cudyn::SharedKind kind;
+    cudyn::AllocationKind kind;
     cudyn::HandleType handle_type;
     std::size_t allocation_size;  // what the test allocated (or mapped): the pattern covers it
     bool exact_allocation_size;   // the driver reports exactly that size for the allocation
@@ -91,7 +91,7 @@ inline void share_with_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t 
     // From pageable memory the driver returns once the bytes are staged: the
     // other process must not read before they have landed.
     require_ok(cudyn::call_driver(&cudyn::DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY));
-    const cudyn::SharedAllocation shared = take(cudyn::share_allocation(part, bytes));
+    const cudyn::AllocationDescriptor shared = take(cudyn::export_allocation(part, bytes));
     CHECK(shared.kind() == expected.kind);
     CHECK(shared.handle_type() == expected.handle_type);
     CHECK(shared.offset_bytes() == part - base);
@@ -100,11 +100,11 @@ inline void share_with_consumer(CUdeviceptr base, CUdeviceptr part, std::size_t 
     CHECK(shared.allocation_size_bytes() >= shared.offset_bytes() + bytes);
     CHECK(shared.carries_descriptor() == (expected.handle_type == cudyn::HandleType::PosixFileDescriptor));
     CHECK(shared.exported_by_this_process());
-    require_error(cudyn::open_shared(shared), cudyn::ErrorCode::InvalidArgument, "shared by this process");
+    require_error(cudyn::import_allocation(shared), cudyn::ErrorCode::InvalidArgument, "shared by this process");
 
     ParentSide side = start_child(exchange.role, exchange.args);
     if (exchange.before_send) exchange.before_send(side);
-    require_ok(cudyn::send_shared(side.channel, shared, exchange.step));
+    require_ok(cudyn::send_descriptor(side.channel, shared, exchange.step));
     (void)take(side.channel.receive(kDone, exchange.step));
     CHECK(side.child.wait(exchange.child_timeout) == 0);
     const std::vector<std::uint32_t> now = read_device(base, words);

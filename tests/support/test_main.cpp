@@ -8,8 +8,8 @@
 #include "catch.hpp"
 #include "child_process.hpp"
 
-#include "cudyn/device.hpp"
-#include "cudyn/loader.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/loader.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -4,7 +4,7 @@
 
 #include "catch.hpp"
 
-#include "cudyn/driver_call.hpp"
+#include "cudyn/loader/driver_call.hpp"
 
 #if !defined(_WIN32)
 #include <signal.h>

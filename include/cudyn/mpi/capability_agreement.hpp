@@ -21,9 +21,9 @@
 // not work; a rank with no device did not work (Skipped).
 #pragma once
 
-#include "cudyn/capability_fingerprint.hpp"
-#include "cudyn/device.hpp"
-#include "cudyn/device_capabilities.hpp"
+#include "cudyn/device/capability_fingerprint.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/mpi/rank_record.hpp"
 
 #include <cstdint>

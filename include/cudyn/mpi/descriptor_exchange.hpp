@@ -8,20 +8,20 @@
 //                                                   cudyn::export_ipc_memory(buffer));
 //     for (auto& peer : *peers)
 //         if (peer.status == cudyn::mpi::PeerStatus::Received)
-//             auto opened = cudyn::open_ipc_memory(*peer.descriptor);
+//             auto opened = cudyn::import_ipc_memory(*peer.descriptor);
 //     MPI_Barrier(MPI_COMM_WORLD);  // every opener closed before an exporter frees
 //
 // Any descriptor that is plain bytes works: a type with to_bytes() (an array
 // of bytes) and static from_bytes(data, size) returning Result<itself>:
-// IpcMemDescriptor and IpcEventDescriptor (legacy IPC: same host only),
+// IpcMemoryDescriptor and IpcEventDescriptor (legacy IPC: same host only),
 // PoolPointerDescriptor (the pool itself is imported first, by its own
-// route), FabricDescriptor and PoolFabricDescriptor (fabric handles open on
+// route), MemoryFabricDescriptor and PoolFabricDescriptor (fabric handles open on
 // other hosts of the same NVLink domain: DescriptorReach::AllRanks, and the
 // import says whether the fabric reaches). A descriptor that carries a file
-// descriptor (export_posix_fd, export_pool with a POSIX handle) cannot
+// descriptor (export_memory_fd, export_pool_fd with a POSIX handle) cannot
 // travel this way: the number means nothing in another process. Those go
 // through the descriptor channel between ranks on one host
-// (fd_channel.hpp, posix_fd_transfer.hpp: SCM_RIGHTS over a Unix socket),
+// (fd_channel.hpp, descriptor_transfer.hpp: SCM_RIGHTS over a Unix socket),
 // whose socket path this exchange can carry as bytes.
 //
 // Collective over the communicator, like survey_ranks, which must have
@@ -32,10 +32,10 @@
 // MPI_Allgatherv of the bytes); AllRanks gathers over the whole communicator.
 #pragma once
 
-#include "cudyn/error.hpp"
+#include "cudyn/core/error.hpp"
 #include "cudyn/mpi/peer_descriptor.hpp"
 #include "cudyn/mpi/ranks.hpp"
-#include "cudyn/result.hpp"
+#include "cudyn/core/result.hpp"
 
 #include <mpi.h>
 

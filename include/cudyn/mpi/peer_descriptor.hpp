@@ -3,8 +3,8 @@
 // Part of the optional MPI component; this header itself needs no MPI.
 #pragma once
 
-#include "cudyn/error.hpp"
-#include "cudyn/result.hpp"
+#include "cudyn/core/error.hpp"
+#include "cudyn/core/result.hpp"
 
 #include <cstdint>
 #include <string>

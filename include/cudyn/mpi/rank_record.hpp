@@ -55,13 +55,13 @@
 // value that means "not reported".
 #pragma once
 
-#include "cudyn/capability_fingerprint.hpp"
-#include "cudyn/device.hpp"
-#include "cudyn/device_capabilities.hpp"
-#include "cudyn/error.hpp"
-#include "cudyn/load_report.hpp"
+#include "cudyn/device/capability_fingerprint.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/core/error.hpp"
+#include "cudyn/loader/load_report.hpp"
 #include "cudyn/mpi/host_identity.hpp"
-#include "cudyn/result.hpp"
+#include "cudyn/core/result.hpp"
 
 #include <cuda.h>
 

@@ -21,7 +21,7 @@
 #include "cudyn/mpi/capability_agreement.hpp"
 #include "cudyn/mpi/host_identity.hpp"
 #include "cudyn/mpi/rank_record.hpp"
-#include "cudyn/result.hpp"
+#include "cudyn/core/result.hpp"
 
 #include <mpi.h>
 

@@ -1,0 +1,103 @@
+// cudyn — UniqueHandle<Held>: the one move-only owner behind every class
+// that holds something the driver (or the system) must be given back.
+//
+// An owner keeps what it holds in one private record, Held, whose members say
+// how it is given back:
+//
+//     struct Held {                        // value-initialised Held{} holds nothing
+//         bool empty() const noexcept;     // nothing left to give back
+//         Result<void> release();          // gives back what it can (below)
+//         void abandon() noexcept;         // optional: bookkeeping when letting go unreleased
+//     };
+//
+// release() leaves in the record exactly what is still held: nothing when it
+// succeeds; after a failure whatever the driver refused to take back (all,
+// part of a give-back in steps, or none where a step cannot be retried and
+// empties the record itself). UniqueHandle never overwrites what a release
+// left, so the record may keep settings that are not held (a teardown mode).
+//
+// The rules every owner then shares:
+//  * moving leaves the source as Held{}: empty;
+//  * release() reports the first error and keeps what is still held, so a
+//    retry gives back the rest; ok() when already empty;
+//  * the destructor and move-assignment release silently and let go of what
+//    a refusal left (at exit the driver answers CUDA_ERROR_DEINITIALIZED, and
+//    a destructor has no one to tell): abandon(), then the record is dropped,
+//    members in reverse order of declaration, so a Held lists first what
+//    must outlive the rest.
+#pragma once
+
+#include "cudyn/core/result.hpp"
+
+#include <type_traits>
+#include <utility>
+
+namespace cudyn::detail {
+
+// Transitional: an owner still written as Traits { struct State; static ... }.
+template <typename T, typename = void>
+struct HeldAccess {
+    using Held = T;
+    static bool empty(const Held& held) noexcept { return held.empty(); }
+    static Result<void> release(Held& held) { return held.release(); }
+    template <typename H = Held>
+    static auto abandon(H& held, int) noexcept -> decltype(held.abandon()) { held.abandon(); }
+    static void abandon(Held&, long) noexcept {}
+};
+template <typename T>
+struct HeldAccess<T, std::void_t<typename T::State>> {
+    using Held = typename T::State;
+    static bool empty(const Held& held) noexcept { return T::empty(held); }
+    static Result<void> release(Held& held) { return T::release(held); }
+    template <typename U = T>
+    static auto abandon(Held& held, int) noexcept -> decltype(U::abandon(held)) { U::abandon(held); }
+    static void abandon(Held&, long) noexcept {}
+};
+
+template <typename Record>
+class UniqueHandle {
+    using Access = HeldAccess<Record>;
+
+public:
+    using Held = typename Access::Held;
+    using State = Held;
+
+    UniqueHandle() noexcept = default;  // empty
+    explicit UniqueHandle(Held held) noexcept : held_(std::move(held)) {}
+    UniqueHandle(UniqueHandle&& other) noexcept : held_(std::exchange(other.held_, Held{})) {}
+    UniqueHandle& operator=(UniqueHandle&& other) noexcept {
+        if (this != &other) {
+            reset();
+            held_ = std::exchange(other.held_, Held{});
+        }
+        return *this;
+    }
+    UniqueHandle(const UniqueHandle&) = delete;
+    UniqueHandle& operator=(const UniqueHandle&) = delete;
+    ~UniqueHandle() { reset(); }
+
+    const Held& get() const noexcept { return held_; }
+    Held& get() noexcept { return held_; }
+    const Held* operator->() const noexcept { return &held_; }
+    Held* operator->() noexcept { return &held_; }
+    bool empty() const noexcept { return Access::empty(held_); }
+
+    // Gives the record back now: empty afterwards, or, when refused, holding
+    // what the driver kept. ok() when already empty.
+    Result<void> release() {
+        if (empty()) return ok();
+        return Access::release(held_);
+    }
+    // Releases, and lets go without the driver of whatever that left.
+    void reset() noexcept {
+        if (release()) return;
+        Access::abandon(held_, 0);
+        // The old record goes with the temporary exchange() returns.
+        (void)std::exchange(held_, Held{});
+    }
+
+private:
+    Held held_{};
+};
+
+}  // namespace cudyn::detail

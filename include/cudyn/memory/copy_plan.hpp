@@ -1,0 +1,186 @@
+// cudyn — CopyPlan: many copies, in any direction, recorded and checked once
+// and issued together on a stream.
+//
+//     cudyn::CopyPlan plan;                                   // source order: the stream's (the default)
+//     CUDYN_TRY(plan.add(device_span, host_vector));          // host -> device (elements)
+//     CUDYN_TRY(plan.add(host_result, other_span));           // device -> host
+//     CUDYN_TRY(plan.add(third_span, other_span));            // device -> device
+//     CUDYN_TRY_ASSIGN(auto path, plan.execute(stream));      // one cuMemcpyBatchAsync where it can
+//
+// execute(stream) makes one cuMemcpyBatchAsync call where the driver has one
+// and the stream allows it, in whichever ABI the driver exports: CUDA 13.0's
+// (cuMemcpyBatchAsync_v2, preferred: the ABI CUDA 13's headers and runtime
+// call) or 12.8's (which also names the copy it refused). It makes one
+// cuMemcpyAsync per copy, in the order added, where the driver has neither
+// (before 12.8) or the stream is the legacy default stream, which the batch
+// entry refuses (driver 580: INVALID_VALUE for 0 and CU_STREAM_LEGACY; the
+// per-thread default stream and created streams are accepted). The choice is
+// made before any call, never by calling and retrying. execute() says which
+// path ran.
+//
+// Every copy is checked when it is added, so nothing reaches the driver that
+// it would refuse or, worse, take for host memory (driver 580 crashed the
+// process on a batch whose destination was an address it did not know):
+// both sides non-empty (a null address or host pointer, or no elements, is
+// refused: the driver refuses copies of 0 bytes), the same number of
+// elements on both sides, byte sizes that do not overflow, ranges that do not
+// wrap around the address space, a source that does not overlap its own
+// destination (copies are memcpy, not memmove), and no copy that depends on
+// another: copies within a batch run in no particular order, so a destination
+// may not overlap the destination or the source of any other copy of the
+// plan. Overlap is judged by address, in the unified address space (a
+// registered range's separate device alias is not known to be its host range).
+// Ranges past the end of an allocation cannot be seen from an address and are
+// the driver's to refuse (execute's error then names the copy where the
+// driver does).
+//
+// Executing an empty plan is InvalidArgument (a plan that lost its copies is
+// a mistake, and the driver refuses a batch of none), as for PrefetchPlan.
+#pragma once
+
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/memory/host_span.hpp"
+#include "cudyn/core/result.hpp"
+#include "cudyn/device/stream_ref.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <type_traits>
+#include <vector>
+
+namespace cudyn {
+
+// When a copy may read its source, relative to the stream it is issued on
+// (CUmemcpySrcAccessOrder). The destination is always written in stream order.
+enum class SourceAccessOrder {
+    // In stream order, after the work enqueued before: the safe default.
+    Stream,
+    // During the execute() call, out of stream order: execute() returns once
+    // every source has been read, so the caller may reuse or free the sources
+    // then (a stack buffer, say). The caller promises that no earlier work on
+    // the stream uses them. On the per-copy path cudyn waits for the stream
+    // before returning, to keep that promise to the caller.
+    DuringCall,
+    // Whenever the driver likes, out of stream order, also after execute()
+    // returns: the sources must stay untouched until the stream reaches the
+    // copies, and no earlier work on the stream may use them.
+    Any,
+};
+
+class CopyPlan {
+    // Keeps a parameter out of template deduction (C++20's std::type_identity_t).
+    template <typename T>
+    struct Identity {
+        using type = T;
+    };
+    template <typename T>
+    using Same = typename Identity<T>::type;
+    template <typename T>
+    using IfWritable = std::enable_if_t<!std::is_const_v<T>, int>;
+
+public:
+    // How execute() issued the copies.
+    enum class Path {
+        Batch13000,  // one cuMemcpyBatchAsync, CUDA 13.0's ABI (cuMemcpyBatchAsync_v2)
+        Batch12080,  // one cuMemcpyBatchAsync, CUDA 12.8's ABI (reports the copy it refused)
+        PerCopy,     // one cuMemcpyAsync per copy, in the order added
+    };
+
+    CopyPlan() = default;
+    explicit CopyPlan(SourceAccessOrder order) noexcept : order_(order) {}
+
+    // Device -> device: all of `source` into `destination` (the same number of
+    // elements).
+    template <typename T, IfWritable<T> = 0>
+    Result<void> add(DeviceSpan<T> destination, Same<DeviceSpan<const T>> source) {
+        return add_copy({destination.device_address(), destination.size(), false},
+                        {source.device_address(), source.size(), false}, sizeof(T));
+    }
+    // Host -> device, from pinned or pageable memory.
+    template <typename T, IfWritable<T> = 0>
+    Result<void> add(DeviceSpan<T> destination, Same<HostSpan<const T>> source) {
+        return add_copy({destination.device_address(), destination.size(), false},
+                        {host_address(source.data()), source.size(), true}, sizeof(T));
+    }
+    // Device -> host, into pinned or pageable memory.
+    template <typename T>
+    Result<void> add(Same<HostSpan<std::remove_const_t<T>>> destination, DeviceSpan<T> source) {
+        return add_copy({host_address(destination.data()), destination.size(), true},
+                        {source.device_address(), source.size(), false}, sizeof(T));
+    }
+    // Host -> host (pinned or pageable, either side).
+    template <typename T, IfWritable<T> = 0>
+    Result<void> add(HostSpan<T> destination, Same<HostSpan<const T>> source) {
+        static_assert(std::is_trivially_copyable_v<T>, "copies move trivially copyable elements (as bytes)");
+        return add_copy({host_address(destination.data()), destination.size(), true},
+                        {host_address(source.data()), source.size(), true}, sizeof(T));
+    }
+    // `bytes` from `source` to `destination`: any addresses of the unified
+    // address space (device, managed, mapped, VMM, pinned or pageable host
+    // memory; a host pointer as reinterpret_cast<CUdeviceptr>(pointer)).
+    Result<void> add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes);
+
+    std::size_t size() const noexcept { return sizes_.size(); }
+    bool empty() const noexcept { return sizes_.empty(); }
+    void clear() noexcept;
+    void reserve(std::size_t copies);
+
+    SourceAccessOrder source_order() const noexcept { return order_; }
+    void set_source_order(SourceAccessOrder order) noexcept { order_ = order; }
+
+    // The path execute(stream) takes on this driver: decided from the entries
+    // the driver has and the stream alone, before any call.
+    static Path path_for(StreamRef stream) noexcept;
+
+    // Issues every copy on `stream` and returns the path it took. A batch is
+    // one call: refused, nothing of it runs (driver 580 queued nothing), and
+    // the error names the copy where the driver says which (the 12.8 ABI);
+    // the 13.0 ABI does not say, and the error says so. Per copy, a failure
+    // part-way names the failing copy and how many before it were issued
+    // (issued copies cannot be taken back).
+    Result<Path> execute(StreamRef stream) const;
+    // Synchronous: on the legacy default stream (one call per copy: the batch
+    // entry refuses that stream), returning once every copy is done.
+    Result<Path> execute() const;
+    // Issues on `stream` by `path`, whatever path_for() would choose: for
+    // tests and benchmarks that compare the paths. NotSupported when the
+    // driver lacks the path's entry, InvalidArgument for a batch on the
+    // legacy default stream (the driver refuses it).
+    Result<Path> execute_via(Path path, StreamRef stream) const;
+
+private:
+    struct Side {
+        CUdeviceptr address;  // a device address, or a host pointer's value
+        std::size_t count;    // elements
+        bool host;            // named so in errors
+    };
+    template <typename T>
+    static CUdeviceptr host_address(T* pointer) noexcept {
+        return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pointer));
+    }
+    Result<void> add_copy(Side destination, Side source, std::size_t element_size);
+    Result<void> add_range(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes);
+    Result<Path> run(Path path, StreamRef stream, bool wait_for_sources) const;
+
+    SourceAccessOrder order_ = SourceAccessOrder::Stream;
+    // The copies, laid out as the batch entry takes them.
+    std::vector<CUdeviceptr> destinations_;
+    std::vector<CUdeviceptr> sources_;
+    std::vector<std::size_t> sizes_;
+    // Every destination so far (start -> end, copy index; they never overlap)
+    // and the union of the sources (start -> end), for the dependency check.
+    struct Written {
+        CUdeviceptr end;
+        std::size_t copy;
+    };
+    std::map<CUdeviceptr, Written> written_;
+    std::map<CUdeviceptr, CUdeviceptr> read_;
+};
+
+// "batch (13.0 ABI)", "batch (12.8 ABI)", "per copy".
+const char* to_string(CopyPlan::Path path) noexcept;
+
+}  // namespace cudyn

@@ -1,0 +1,237 @@
+// cudyn — StreamOrderedBuffer<T>: device memory allocated on a stream from a
+// memory pool (cuMemAllocFromPoolAsync / cuMemAllocAsync) and freed in stream
+// order (cuMemFreeAsync), typed and move-only.
+//
+//     auto stream = cudyn::Stream::create();
+//     auto buffer = cudyn::StreamOrderedBuffer<float>::allocate(pool, n, *stream);
+//     CUDYN_TRY(buffer->copy_from(host_vector, *stream));
+//     launch(kernel, buffer->device_address(), *stream);
+//     buffer->use_on(*stream);   // work cudyn did not enqueue itself
+//     // the destructor frees it on the stream, after the kernel
+//
+// Stream order. The memory may be used by work enqueued on the allocating
+// stream after the allocation, and by other streams once they wait for it
+// (an event). The buffer remembers the stream it was last used on, and its
+// free goes there, so that it follows that work: every transfer given a
+// stream records it, as does use_on() for work the program enqueues itself
+// (kernels). A view (device_span()) records nothing. The stream the free goes
+// on must still exist when the buffer is freed, as for any stream-ordered
+// call; free(stream) names another one.
+//
+// Its context. Allocated on a created cudyn::Stream, the buffer relies on
+// that stream to keep the context alive (the stream must outlive the free
+// anyway), which keeps an allocation down to the driver call; allocated on a
+// default stream or a raw handle, it retains the current context itself, so
+// a program that releases its PrimaryContext first cannot have the context
+// (and the pool's memory) torn down under a live buffer.
+//
+// Transfers take an optional stream last. Without one they run on the
+// buffer's stream and return once it has done them (the synchronous rule of
+// every cudyn transfer: done means done, and in this memory's stream order).
+//
+// free() and the destructor do not wait: the memory goes back to the pool
+// when the stream reaches the free, and the next allocation on that stream
+// may get the same address at once.
+//
+// Needs a current context; allocate() checks, before the driver is asked:
+// a zero or overflowing count, an empty pool (InvalidArgument), a driver
+// without the entries (before 11.2) or a device without
+// MEMORY_POOLS_SUPPORTED (NotSupported).
+#pragma once
+
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/memory/host_span.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/memory/owned_memory.hpp"
+#include "cudyn/detail/owner_context.hpp"
+#include "cudyn/core/result.hpp"
+#include "cudyn/device/stream_ref.hpp"
+#include "cudyn/detail/unique_handle.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cudyn {
+
+namespace detail {
+
+// One stream-ordered allocation: its address and size, the stream its free
+// goes on, and the context it was allocated in. Empty after a move or a free.
+class StreamOrderedMemory {
+public:
+    StreamOrderedMemory() noexcept = default;
+
+    // `count` * `element_size` bytes on `stream`, from `pool` (null: the
+    // current pool of the stream's device, cuMemAllocAsync). The memory
+    // keeps the stream's context: an owned Stream's (shared, no driver call),
+    // else the calling thread's current one.
+    static Result<StreamOrderedMemory> allocate(std::size_t count, std::size_t element_size, const MemoryPool* pool,
+                                                StreamRef stream);
+
+    CUdeviceptr address() const noexcept { return owner_.get().address; }
+    std::size_t bytes() const noexcept { return owner_.get().bytes; }
+    CUstream stream() const noexcept { return owner_.get().stream; }
+    bool empty() const noexcept { return owner_.empty(); }
+    void use_on(CUstream stream) noexcept {
+        if (!empty()) owner_.get().stream = stream;
+    }
+    // cuMemFreeAsync on stream(), in the allocation's context: empty
+    // afterwards, or unchanged when the driver refused (retry).
+    Result<void> release() { return owner_.release(); }
+    // InvalidArgument "<operation>: the StreamOrderedBuffer is empty (moved from or freed)".
+    Result<void> require(const char* operation) const;
+
+private:
+    struct Traits {
+        struct State {
+            OwnerContext retained;    // the retain taken when no Stream keeps the context (declared first: goes last)
+            CUdeviceptr address = 0;  // 0: empty
+            std::size_t bytes = 0;
+            CUstream stream = nullptr;
+            CUcontext context = nullptr;  // the one it was allocated in, made current for a default-stream free
+        };
+        static bool empty(const State& state) noexcept { return state.address == 0; }
+        static Result<void> release(State& state);
+    };
+    explicit StreamOrderedMemory(Traits::State state) noexcept : owner_(std::move(state)) {}
+    UniqueHandle<Traits> owner_;
+};
+
+// Waits for `stream` after `issued` succeeded: the synchronous forms.
+Result<void> finish_on_stream(Result<void> issued, CUstream stream);
+
+}  // namespace detail
+
+template <typename T>
+class StreamOrderedBuffer {
+    static_assert(std::is_trivially_copyable_v<T>, "buffers hold trivially copyable elements (copied as bytes)");
+    static_assert(!std::is_const_v<T> && !std::is_volatile_v<T>, "buffer elements are not cv-qualified");
+
+public:
+    using value_type = T;
+
+    // `count` elements of uninitialised memory on `stream`, from the current
+    // pool of the context's device (cuMemAllocAsync) or from `pool`.
+    static Result<StreamOrderedBuffer> allocate(std::size_t count, StreamRef stream) {
+        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), nullptr, stream));
+    }
+    static Result<StreamOrderedBuffer> allocate(const MemoryPool& pool, std::size_t count, StreamRef stream) {
+        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), &pool, stream));
+    }
+
+    StreamOrderedBuffer() noexcept = default;  // empty
+
+    std::size_t size() const noexcept { return memory_.bytes() / sizeof(T); }
+    std::size_t size_bytes() const noexcept { return memory_.bytes(); }
+    bool empty() const noexcept { return memory_.empty(); }
+    // Where the device sees the first element (0 when empty).
+    CUdeviceptr device_address() const noexcept { return memory_.address(); }
+    // The whole buffer as a DeviceSpan (empty when the buffer is). Work done
+    // through the view is not recorded: use_on() its stream.
+    DeviceSpan<T> device_span() const noexcept { return DeviceSpan<T>(device_address(), size()); }
+    // The stream the free will go on: the allocating one, or the last one
+    // recorded since.
+    CUstream stream() const noexcept { return memory_.stream(); }
+    // Records that work on `stream` uses the buffer (a kernel the program
+    // launched), so that the free follows it.
+    void use_on(StreamRef stream) noexcept { memory_.use_on(stream.handle()); }
+
+    // Host -> device, the whole span to the first source.size() elements.
+    Result<void> copy_from(HostSpan<const T> source) {
+        CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
+        return detail::finish_on_stream(copy_in(source, stream()), stream());
+    }
+    Result<void> copy_from(HostSpan<const T> source, StreamRef stream) {
+        CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
+        use_on(stream);
+        return copy_in(source, stream);
+    }
+    // Device -> host, the first destination.size() elements. Not const: it
+    // records its stream, which the free must follow.
+    Result<void> copy_to(HostSpan<T> destination) {
+        CUDYN_TRY(live("StreamOrderedBuffer::copy_to"));
+        return detail::finish_on_stream(copy_out(destination, stream()), stream());
+    }
+    Result<void> copy_to(HostSpan<T> destination, StreamRef stream) {
+        CUDYN_TRY(live("StreamOrderedBuffer::copy_to"));
+        use_on(stream);
+        return copy_out(destination, stream);
+    }
+    // Device -> device: all of `source` to the start of the buffer.
+    Result<void> copy_from(DeviceSpan<const T> source) {
+        CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
+        return detail::finish_on_stream(copy_in(source, stream()), stream());
+    }
+    Result<void> copy_from(DeviceSpan<const T> source, StreamRef stream) {
+        CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
+        use_on(stream);
+        return copy_in(source, stream);
+    }
+    // Every byte set to `value`.
+    Result<void> set_bytes(std::uint8_t value) {
+        CUDYN_TRY(live("StreamOrderedBuffer::set_bytes"));
+        return detail::finish_on_stream(set_in(value, stream()), stream());
+    }
+    Result<void> set_bytes(std::uint8_t value, StreamRef stream) {
+        CUDYN_TRY(live("StreamOrderedBuffer::set_bytes"));
+        use_on(stream);
+        return set_in(value, stream);
+    }
+    // Every element set to `value`, for 1- and 4-byte elements.
+    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
+    Result<void> fill(const T& value) {
+        CUDYN_TRY(live("StreamOrderedBuffer::fill"));
+        return detail::finish_on_stream(fill_in(value, stream()), stream());
+    }
+    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
+    Result<void> fill(const T& value, StreamRef stream) {
+        CUDYN_TRY(live("StreamOrderedBuffer::fill"));
+        use_on(stream);
+        return fill_in(value, stream);
+    }
+
+    // Frees in stream order on stream() (or on `stream`), without waiting,
+    // and reports the driver's answer: empty afterwards, or unchanged when the
+    // driver refused (free() may be retried). The destructor does the same,
+    // silently.
+    Result<void> free() { return memory_.release(); }
+    Result<void> free(StreamRef stream) {
+        use_on(stream);
+        return memory_.release();
+    }
+
+private:
+    explicit StreamOrderedBuffer(detail::StreamOrderedMemory memory) noexcept : memory_(std::move(memory)) {}
+    static Result<StreamOrderedBuffer> adopt(Result<detail::StreamOrderedMemory> memory) {
+        if (!memory) return std::move(memory).error();
+        return StreamOrderedBuffer(std::move(*memory));
+    }
+
+    Result<void> live(const char* operation) const { return memory_.require(operation); }
+    detail::DeviceExtent extent() const noexcept { return {device_address(), size(), sizeof(T)}; }
+    Result<void> copy_in(HostSpan<const T> source, StreamRef stream) {
+        return detail::copy_host_to_device("StreamOrderedBuffer::copy_from", extent(), 0, source.data(), source.size(),
+                                           &stream);
+    }
+    Result<void> copy_out(HostSpan<T> destination, StreamRef stream) {
+        return detail::copy_device_to_host("StreamOrderedBuffer::copy_to", destination.data(), destination.size(),
+                                           extent(), 0, &stream);
+    }
+    Result<void> copy_in(DeviceSpan<const T> source, StreamRef stream) {
+        return detail::copy_device_to_device("StreamOrderedBuffer::copy_from", extent(),
+                                             {source.device_address(), source.size(), sizeof(T)}, &stream);
+    }
+    Result<void> set_in(std::uint8_t value, StreamRef stream) {
+        return detail::set_device_bytes("StreamOrderedBuffer::set_bytes", extent(), value, &stream);
+    }
+    Result<void> fill_in(const T& value, StreamRef stream) {
+        return detail::fill_device("StreamOrderedBuffer::fill", extent(), value, &stream);
+    }
+
+    detail::StreamOrderedMemory memory_;
+};
+
+}  // namespace cudyn

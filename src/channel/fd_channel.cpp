@@ -1,0 +1,511 @@
+// cudyn — FdChannel and FdListener: framed messages and SCM_RIGHTS over Unix
+// domain stream sockets, with poll() deadlines on every wait. Part of the
+// cudyn_channel component: nothing here knows about CUDA or the driver.
+#include "cudyn/channel/fd_channel.hpp"
+
+#include "core/wire_format.hpp"
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace cudyn {
+
+#if defined(_WIN32)
+
+namespace {
+Error unsupported(const char* operation) {
+    return Error::not_supported({}, std::string(operation) + ": Unix domain socket channels are POSIX only");
+}
+}  // namespace
+
+Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() { return unsupported("FdChannel::pair"); }
+Result<FdChannel> FdChannel::connect(const std::string&, std::chrono::milliseconds) {
+    return unsupported("FdChannel::connect");
+}
+Result<FdChannel> FdChannel::adopt(FileDescriptor) { return unsupported("FdChannel::adopt"); }
+Result<void> FdChannel::send(std::uint32_t, const void*, std::size_t, int, std::chrono::milliseconds) {
+    return unsupported("FdChannel::send");
+}
+Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds) { return unsupported("FdChannel::receive"); }
+Result<FdListener> FdListener::listen(const std::string&) { return unsupported("FdListener::listen"); }
+Result<FdChannel> FdListener::accept(std::chrono::milliseconds) { return unsupported("FdListener::accept"); }
+
+#else  // POSIX
+
+namespace {
+
+// What precedes every payload on the socket.
+struct Frame {
+    static constexpr std::size_t kSerializedSize = 32;
+    std::uint32_t tag = 0;
+    std::uint32_t flags = 0;
+    std::uint32_t payload_size = 0;
+};
+constexpr std::uint32_t kCarriesDescriptor = 1;  // Frame::flags
+
+}  // namespace
+
+namespace detail {
+template <>
+struct WireLayout<Frame> {
+    static constexpr char kMagic[9] = "CUDYNMSG";
+    static constexpr const char* kName = "frame";
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& frame) {
+        wire.u32(frame.tag);
+        wire.u32(frame.flags);
+        wire.u32(frame.payload_size);
+        wire.reserved(4);
+    }
+};
+}  // namespace detail
+
+namespace {
+
+constexpr std::size_t kFrameSize = Frame::kSerializedSize;
+constexpr std::size_t kMaxDescriptorsPerRead = 4;  // more than one is already a protocol error
+
+#if defined(MSG_NOSIGNAL)
+constexpr int kSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
+#else
+constexpr int kSendFlags = MSG_DONTWAIT;  // SO_NOSIGPIPE is set on the socket instead
+#endif
+#if defined(MSG_CMSG_CLOEXEC)
+constexpr int kReceiveFlags = MSG_DONTWAIT | MSG_CMSG_CLOEXEC;
+#else
+constexpr int kReceiveFlags = MSG_DONTWAIT;
+#endif
+
+using Clock = std::chrono::steady_clock;
+
+class Deadline {
+public:
+    explicit Deadline(std::chrono::milliseconds timeout) : timeout_(timeout), end_(Clock::now() + timeout) {}
+    int remaining_ms() const {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(end_ - Clock::now()).count();
+        return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
+    }
+    bool passed() const { return Clock::now() >= end_; }
+    long long timeout_ms() const { return static_cast<long long>(timeout_.count()); }
+
+private:
+    std::chrono::milliseconds timeout_;
+    Clock::time_point end_;
+};
+
+Error io_error(const char* operation, const std::string& message) {
+    Error error;  // no driver involved: driver_result keeps its "none" default
+    error.code = ErrorCode::Io;
+    error.entry_point = operation;
+    error.message = message;
+    return error;
+}
+
+[[maybe_unused]] void set_cloexec(int fd) noexcept {
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0) (void)::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+void set_nonblocking(int fd, bool on) noexcept {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) (void)::fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+// A close-on-exec Unix stream socket that never raises SIGPIPE.
+Result<FileDescriptor> stream_socket(const char* operation) {
+#if defined(SOCK_CLOEXEC)
+    FileDescriptor socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+#else
+    FileDescriptor socket(::socket(AF_UNIX, SOCK_STREAM, 0));
+    if (socket) set_cloexec(socket.get());
+#endif
+    if (!socket) return Error::system("socket", errno, operation);
+#if defined(SO_NOSIGPIPE)
+    const int one = 1;
+    (void)::setsockopt(socket.get(), SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+    return socket;
+}
+
+// The address of a path or an '@' abstract name.
+struct SocketAddress {
+    sockaddr_un address{};
+    socklen_t length = 0;
+    bool abstract = false;
+};
+
+Result<SocketAddress> socket_address(const std::string& path, const char* operation) {
+    SocketAddress out;
+    out.address.sun_family = AF_UNIX;
+    const std::string what = std::string(operation) + ": path";
+    if (path.empty() || path == "@") return Error::invalid_argument(what + " is empty");
+    if (path.find('\0') != std::string::npos) return Error::invalid_argument(what + " contains a NUL byte");
+    const std::size_t capacity = sizeof(out.address.sun_path);
+    if (path[0] == '@') {
+#if defined(__linux__)
+        const std::size_t name = path.size() - 1;
+        if (name > capacity - 1)
+            return Error::invalid_argument(what + " '" + path + "' is longer than the " +
+                                           std::to_string(capacity - 1) + " bytes of an abstract socket name");
+        out.address.sun_path[0] = '\0';
+        std::memcpy(out.address.sun_path + 1, path.data() + 1, name);
+        out.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name);
+        out.abstract = true;
+        return out;
+#else
+        return Error::invalid_argument(what + " '" + path + "': abstract socket names ('@...') are Linux only");
+#endif
+    }
+    if (path.size() > capacity - 1)
+        return Error::invalid_argument(what + " '" + path + "' is longer than the " + std::to_string(capacity - 1) +
+                                       " bytes a Unix socket path may have");
+    std::memcpy(out.address.sun_path, path.data(), path.size());
+    out.length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+    return out;
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+Result<void> wait_ready(int fd, short events, const Deadline& deadline, const char* operation) {
+    for (;;) {
+        pollfd entry{fd, events, 0};
+        const int ready = ::poll(&entry, 1, deadline.remaining_ms());
+        if (ready < 0) {
+            if (errno == EINTR) continue;
+            return Error::system("poll", errno, operation);
+        }
+        if (ready == 0)
+            return Error::timeout(std::string(operation) + ": the peer did not answer within " +
+                                  std::to_string(deadline.timeout_ms()) + " ms");
+        if (entry.revents & POLLNVAL) return Error::invalid_argument(std::string(operation) + ": the socket is closed");
+        return ok();  // readable, writable, hung up or failed: the next call says which
+    }
+}
+
+bool peer_gone(int error_number) { return error_number == EPIPE || error_number == ECONNRESET; }
+
+// Collects the descriptors of SCM_RIGHTS messages into `descriptors`.
+void take_descriptors(msghdr& message, std::vector<FileDescriptor>& descriptors) {
+    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < count; ++i) {
+            int fd = -1;
+            std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
+#if !defined(MSG_CMSG_CLOEXEC)
+            set_cloexec(fd);
+#endif
+            descriptors.emplace_back(fd);
+        }
+    }
+}
+
+// Reads exactly `size` bytes, gathering any descriptors that come with them.
+Result<void> read_exact(int socket, std::uint8_t* buffer, std::size_t size, std::vector<FileDescriptor>& descriptors,
+                        const Deadline& deadline, bool message_started) {
+    constexpr const char* kOperation = "FdChannel::receive";
+    std::size_t got = 0;
+    while (got < size) {
+        CUDYN_TRY(wait_ready(socket, POLLIN, deadline, kOperation));
+        iovec part{buffer + got, size - got};
+        union {
+            cmsghdr align;
+            char bytes[CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerRead)];
+        } control{};
+        msghdr message{};
+        message.msg_iov = &part;
+        message.msg_iovlen = 1;
+        message.msg_control = control.bytes;
+        message.msg_controllen = sizeof control.bytes;
+        const ssize_t n = ::recvmsg(socket, &message, kReceiveFlags);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+            if (peer_gone(errno)) return io_error(kOperation, "the peer closed the channel (connection reset)");
+            return Error::system("recvmsg", errno, kOperation);
+        }
+        take_descriptors(message, descriptors);
+        if (message.msg_flags & MSG_CTRUNC)
+            return io_error(kOperation, "the peer sent more descriptors than one message may carry");
+        if (n == 0) {
+            if (!message_started && got == 0) return io_error(kOperation, "the peer closed the channel");
+            return io_error(kOperation, "the peer closed the channel in the middle of a message");
+        }
+        got += static_cast<std::size_t>(n);
+        message_started = true;
+    }
+    return ok();
+}
+
+Result<FileDescriptor> connect_once(const SocketAddress& address, bool* retry) {
+    constexpr const char* kOperation = "FdChannel::connect";
+    *retry = false;
+    auto socket = stream_socket(kOperation);
+    if (!socket) return std::move(socket).error();
+    // Non-blocking, so a full backlog answers EAGAIN instead of blocking past the deadline.
+    set_nonblocking(socket->get(), true);
+    if (::connect(socket->get(), reinterpret_cast<const sockaddr*>(&address.address), address.length) != 0) {
+        const int error_number = errno;
+        if (error_number == ENOENT || error_number == ECONNREFUSED || error_number == EAGAIN ||
+            error_number == EINTR) {
+            *retry = true;
+            return Error::system("connect", error_number, kOperation);
+        }
+        if (error_number != EINPROGRESS) return Error::system("connect", error_number, kOperation);
+        pollfd entry{socket->get(), POLLOUT, 0};
+        int failure = 0;
+        socklen_t length = sizeof failure;
+        if (::poll(&entry, 1, 100) != 1 ||
+            ::getsockopt(socket->get(), SOL_SOCKET, SO_ERROR, &failure, &length) != 0 || failure != 0) {
+            *retry = true;
+            return Error::system("connect", failure != 0 ? failure : ETIMEDOUT, kOperation);
+        }
+    }
+    set_nonblocking(socket->get(), false);
+    return socket;
+}
+
+}  // namespace
+
+Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() {
+    int ends[2] = {-1, -1};
+#if defined(SOCK_CLOEXEC)
+    const int made = ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends);
+#else
+    const int made = ::socketpair(AF_UNIX, SOCK_STREAM, 0, ends);
+#endif
+    if (made != 0) return Error::system("socketpair", errno, "FdChannel::pair");
+    FileDescriptor first(ends[0]);
+    FileDescriptor second(ends[1]);
+#if !defined(SOCK_CLOEXEC)
+    set_cloexec(first.get());
+    set_cloexec(second.get());
+#endif
+#if defined(SO_NOSIGPIPE)
+    const int one = 1;
+    (void)::setsockopt(first.get(), SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+    (void)::setsockopt(second.get(), SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+    return std::make_pair(FdChannel(std::move(first)), FdChannel(std::move(second)));
+}
+
+Result<FdChannel> FdChannel::connect(const std::string& path, std::chrono::milliseconds timeout) {
+    auto address = socket_address(path, "FdChannel::connect");
+    if (!address) return std::move(address).error();
+    const Deadline deadline(timeout);
+    for (;;) {
+        bool retry = false;
+        auto socket = connect_once(*address, &retry);
+        if (socket) return FdChannel(std::move(*socket));
+        if (!retry) return std::move(socket).error();
+        if (deadline.passed())
+            return Error::timeout("FdChannel::connect: nobody listened at '" + path + "' within " +
+                                  std::to_string(deadline.timeout_ms()) + " ms (last: " +
+                                  socket.error().describe() + ")");
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10, deadline.remaining_ms())));
+    }
+}
+
+Result<FdChannel> FdChannel::adopt(FileDescriptor socket) {
+    if (!socket) return Error::invalid_argument("FdChannel::adopt: the descriptor is empty");
+    int type = 0;
+    socklen_t length = sizeof type;
+    sockaddr_storage address{};
+    socklen_t address_length = sizeof address;
+    if (::getsockopt(socket.get(), SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM ||
+        ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &address_length) != 0 ||
+        address.ss_family != AF_UNIX)
+        return Error::invalid_argument("FdChannel::adopt: descriptor " + std::to_string(socket.get()) +
+                                       " is not a Unix stream socket");
+#if defined(SO_NOSIGPIPE)
+    const int one = 1;
+    (void)::setsockopt(socket.get(), SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+    return FdChannel(std::move(socket));
+}
+
+Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t size, int fd,
+                             std::chrono::milliseconds timeout) {
+    constexpr const char* kOperation = "FdChannel::send";
+    if (!socket_) return Error::invalid_argument("FdChannel::send: the channel is empty or closed");
+    if (size > kMaxPayload)
+        return Error::invalid_argument("FdChannel::send: payload of " + std::to_string(size) +
+                                       " bytes is larger than the " + std::to_string(kMaxPayload) + " a message carries");
+    if (size != 0 && payload == nullptr) return Error::invalid_argument("FdChannel::send: payload is null");
+    if (fd < -1 || (fd >= 0 && ::fcntl(fd, F_GETFD) < 0))
+        return Error::invalid_argument("FdChannel::send: fd " + std::to_string(fd) + " is not an open descriptor");
+
+    Frame header;
+    header.tag = tag;
+    header.flags = fd >= 0 ? kCarriesDescriptor : 0;
+    header.payload_size = static_cast<std::uint32_t>(size);
+    auto frame = detail::write_record(header);
+
+    union {
+        cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(int))];
+    } control{};
+    const std::size_t total = kFrameSize + size;
+    std::size_t sent = 0;
+    bool descriptor_sent = fd < 0;
+    const Deadline deadline(timeout);
+    while (sent < total) {
+        CUDYN_TRY(wait_ready(socket_.get(), POLLOUT, deadline, kOperation));
+        iovec parts[2];
+        int count = 0;
+        if (sent < kFrameSize) parts[count++] = iovec{frame.data() + sent, kFrameSize - sent};
+        const std::size_t payload_done = sent < kFrameSize ? 0 : sent - kFrameSize;
+        if (payload_done < size)
+            parts[count++] = iovec{const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(payload)) + payload_done,
+                                   size - payload_done};
+        msghdr message{};
+        message.msg_iov = parts;
+        message.msg_iovlen = static_cast<decltype(message.msg_iovlen)>(count);
+        if (!descriptor_sent) {
+            // The descriptor rides on the frame's first bytes.
+            message.msg_control = control.bytes;
+            message.msg_controllen = sizeof control.bytes;
+            cmsghdr* header = CMSG_FIRSTHDR(&message);
+            header->cmsg_level = SOL_SOCKET;
+            header->cmsg_type = SCM_RIGHTS;
+            header->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+        }
+        const ssize_t n = ::sendmsg(socket_.get(), &message, kSendFlags);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+            if (peer_gone(errno))
+                return io_error(kOperation, sent == 0 ? "the peer closed the channel"
+                                                      : "the peer closed the channel in the middle of a message");
+            return Error::system("sendmsg", errno, kOperation);
+        }
+        descriptor_sent = true;
+        sent += static_cast<std::size_t>(n);
+    }
+    return ok();
+}
+
+Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
+    constexpr const char* kOperation = "FdChannel::receive";
+    if (!socket_) return Error::invalid_argument("FdChannel::receive: the channel is empty or closed");
+    const Deadline deadline(timeout);
+    std::vector<FileDescriptor> descriptors;  // closed on every error path
+    std::uint8_t frame[kFrameSize];
+    CUDYN_TRY(read_exact(socket_.get(), frame, kFrameSize, descriptors, deadline, false));
+
+    Frame header;
+    if (auto checked = detail::read_record(frame, kFrameSize, header); !checked)
+        return io_error(kOperation, "the peer sent something that is not a cudyn channel frame: " +
+                                        checked.error().message);
+    ChannelMessage message;
+    message.tag = header.tag;
+    const std::uint32_t flags = header.flags;
+    const std::uint32_t size = header.payload_size;
+    if (size > kMaxPayload || (flags & ~kCarriesDescriptor) != 0)
+        return io_error(kOperation, "the peer sent a malformed frame (payload " + std::to_string(size) + " bytes, flags " +
+                                        std::to_string(flags) + ")");
+    message.payload.resize(size);
+    CUDYN_TRY(read_exact(socket_.get(), message.payload.data(), size, descriptors, deadline, true));
+
+    const bool announced = (flags & kCarriesDescriptor) != 0;
+    if (announced && descriptors.empty())
+        return io_error(kOperation, "the frame announced a descriptor but none arrived");
+    if (descriptors.size() > (announced ? 1u : 0u))
+        return io_error(kOperation, "the peer sent " + std::to_string(descriptors.size()) +
+                                        " descriptors with a message that carries " + (announced ? "one" : "none"));
+    if (announced) {
+        struct stat info {};
+        if (::fstat(descriptors.front().get(), &info) != 0)
+            return Error::system("fstat", errno, "FdChannel::receive: the received descriptor is not usable");
+        message.fd = std::move(descriptors.front());
+    }
+    return message;
+}
+
+Result<FdListener> FdListener::listen(const std::string& path) {
+    constexpr const char* kOperation = "FdListener::listen";
+    auto address = socket_address(path, kOperation);
+    if (!address) return std::move(address).error();
+    auto socket = stream_socket(kOperation);
+    if (!socket) return std::move(socket).error();
+    const auto* raw = reinterpret_cast<const sockaddr*>(&address->address);
+    if (::bind(socket->get(), raw, address->length) != 0) {
+        if (errno != EADDRINUSE || address->abstract) return Error::system("bind", errno, std::string(kOperation) + ": " + path);
+        // A socket file is there: replace it only when nobody listens on it.
+        bool retry = false;
+        if (connect_once(*address, &retry).has_value())
+            return Error::system("bind", EADDRINUSE, std::string(kOperation) + ": another process listens at '" + path + "'");
+        struct stat info {};
+        if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode))
+            return Error::system("bind", EADDRINUSE, std::string(kOperation) + ": '" + path + "' exists and is not a socket");
+        (void)::unlink(path.c_str());
+        if (::bind(socket->get(), raw, address->length) != 0)
+            return Error::system("bind", errno, std::string(kOperation) + ": " + path);
+    }
+    if (::listen(socket->get(), 16) != 0) {
+        const int error_number = errno;
+        if (!address->abstract) (void)::unlink(path.c_str());
+        return Error::system("listen", error_number, std::string(kOperation) + ": " + path);
+    }
+    set_nonblocking(socket->get(), true);  // accept() after poll() never blocks
+    return FdListener(std::move(*socket), path, !address->abstract);
+}
+
+Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
+    constexpr const char* kOperation = "FdListener::accept";
+    const FileDescriptor& listening = owner_.get().socket;
+    if (!listening) return Error::invalid_argument("FdListener::accept: the listener is empty");
+    const Deadline deadline(timeout);
+    for (;;) {
+        if (auto ready = wait_ready(listening.get(), POLLIN, deadline, kOperation); !ready) {
+            Error error = std::move(ready).error();
+            if (error.code == ErrorCode::Timeout)
+                error.message = std::string(kOperation) + ": nobody connected to '" + path() + "' within " +
+                                std::to_string(deadline.timeout_ms()) + " ms";
+            return error;
+        }
+#if defined(__linux__)
+        FileDescriptor connection(::accept4(listening.get(), nullptr, nullptr, SOCK_CLOEXEC));
+#else
+        FileDescriptor connection(::accept(listening.get(), nullptr, nullptr));
+        if (connection) set_cloexec(connection.get());
+#endif
+        if (!connection) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) continue;
+            return Error::system("accept", errno, kOperation);
+        }
+        set_nonblocking(connection.get(), false);
+        return FdChannel::adopt(std::move(connection));
+    }
+}
+
+#endif  // POSIX
+
+Result<void> FdListener::Traits::release(State& state) {
+#if !defined(_WIN32)
+    if (std::exchange(state.unlink, false) && !state.path.empty()) (void)::unlink(state.path.c_str());
+#endif
+    return state.socket.close();
+}
+
+Result<ChannelMessage> FdChannel::receive(std::uint32_t expected_tag, std::chrono::milliseconds timeout) {
+    auto message = receive(timeout);
+    if (!message) return message;
+    if (message->tag != expected_tag)
+        return Error::invalid_argument("FdChannel::receive: expected a message tagged " +
+                                       std::to_string(expected_tag) + ", got " + std::to_string(message->tag));
+    return message;
+}
+
+}  // namespace cudyn

@@ -1,0 +1,264 @@
+// cudyn — CopyPlan: one cuMemcpyBatchAsync (13.0 or 12.8 ABI) where the
+// driver and the stream allow it, one cuMemcpyAsync per copy otherwise.
+#include "cudyn/memory/copy_plan.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/memory/owned_memory.hpp"
+#include "core/internal.hpp"
+#include "memory/internal.hpp"
+#include "memory/internal.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <iterator>
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace {
+
+constexpr const char* kAdd = "CopyPlan::add";
+
+Error refused(std::size_t copy, const std::string& what) {
+    return Error::invalid_argument(std::string(kAdd) + ": copy " + std::to_string(copy) + " (counting from 0): " +
+                                   what);
+}
+
+std::string hex(CUdeviceptr address) {
+    char text[2 + 16 + 1];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(address));
+    return text;
+}
+
+std::string range_text(CUdeviceptr address, std::size_t bytes) {
+    return std::to_string(bytes) + " bytes at " + hex(address);
+}
+
+// The last byte of an interval map's entry (first -> last, or first -> {last, ...}).
+CUdeviceptr last_of(CUdeviceptr last) { return last; }
+template <typename Entry>
+CUdeviceptr last_of(const Entry& entry) {
+    return entry.end;
+}
+
+// In a map of disjoint intervals keyed by their first byte: the entry that
+// overlaps [first, last], or end(). Only the last interval starting at or
+// before `last` can: it reaches furthest of those.
+template <typename Map>
+typename Map::const_iterator overlapping(const Map& map, CUdeviceptr first, CUdeviceptr last) {
+    auto it = map.upper_bound(last);
+    if (it == map.begin()) return map.end();
+    --it;
+    return last_of(it->second) >= first ? it : map.end();
+}
+
+CUmemcpySrcAccessOrder driver_order(SourceAccessOrder order) noexcept {
+    switch (order) {
+        case SourceAccessOrder::DuringCall: return CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+        case SourceAccessOrder::Any: return CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+        case SourceAccessOrder::Stream: break;
+    }
+    return CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+}
+
+Error empty_plan(const char* operation) {
+    return Error::invalid_argument(std::string(operation) + ": the plan is empty");
+}
+
+}  // namespace
+
+const char* to_string(CopyPlan::Path path) noexcept {
+    switch (path) {
+        case CopyPlan::Path::Batch13000: return "batch (13.0 ABI)";
+        case CopyPlan::Path::Batch12080: return "batch (12.8 ABI)";
+        case CopyPlan::Path::PerCopy: break;
+    }
+    return "per copy";
+}
+
+// ---- recording ---------------------------------------------------------------------------------
+
+Result<void> CopyPlan::add_copy(Side destination, Side source, std::size_t element_size) {
+    const std::size_t copy = sizes_.size();
+    const auto check = [copy](const Side& side, const char* role) -> Result<void> {
+        const std::string name = std::string(role) + (side.host ? " host span" : " device span");
+        if (side.address == 0) return refused(copy, name + (side.host ? " has a null data pointer" : " is empty"));
+        if (side.count == 0) return refused(copy, name + " is empty");
+        return ok();
+    };
+    CUDYN_TRY(check(destination, "the destination"));
+    CUDYN_TRY(check(source, "the source"));
+    if (destination.count != source.count)
+        return refused(copy, "the destination has " + std::to_string(destination.count) + " elements and the source " +
+                                 std::to_string(source.count) +
+                                 ": a copy moves whole spans of one size (take a subspan of the larger)");
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, detail::byte_size(source.count, element_size, kAdd));
+    return add_range(destination.address, source.address, bytes);
+}
+
+Result<void> CopyPlan::add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes) {
+    const std::size_t copy = sizes_.size();
+    if (destination == 0) return refused(copy, "the destination is address 0");
+    if (source == 0) return refused(copy, "the source is address 0");
+    if (bytes == 0) return refused(copy, "0 bytes (the driver refuses empty copies)");
+    return add_range(destination, source, bytes);
+}
+
+Result<void> CopyPlan::add_range(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes) {
+    const std::size_t copy = sizes_.size();
+    const std::string where = std::string(kAdd) + ": copy " + std::to_string(copy);
+    CUDYN_TRY(detail::check_address_range(destination, bytes, (where + ": the destination").c_str()));
+    CUDYN_TRY(detail::check_address_range(source, bytes, (where + ": the source").c_str()));
+    // Inclusive ends: a range may end at the very top of the address space.
+    const CUdeviceptr destination_last = destination + (bytes - 1);
+    const CUdeviceptr source_last = source + (bytes - 1);
+    if (destination <= source_last && source <= destination_last)
+        return refused(copy, "the source (" + range_text(source, bytes) + ") overlaps its destination (" +
+                                 range_text(destination, bytes) + "): copies are memcpy, not memmove");
+    // The copies of a batch run in no order: none may write what another reads or writes.
+    if (auto other = overlapping(written_, destination, destination_last); other != written_.end())
+        return refused(copy, "the destination (" + range_text(destination, bytes) + ") overlaps the destination of copy " +
+                                 std::to_string(other->second.copy) +
+                                 " (the copies of a plan run in no particular order)");
+    if (overlapping(read_, destination, destination_last) != read_.end())
+        return refused(copy, "the destination (" + range_text(destination, bytes) +
+                                 ") overlaps the source of an earlier copy (the copies of a plan run in no "
+                                 "particular order)");
+    if (auto other = overlapping(written_, source, source_last); other != written_.end())
+        return refused(copy, "the source (" + range_text(source, bytes) + ") overlaps the destination of copy " +
+                                 std::to_string(other->second.copy) +
+                                 " (the copies of a plan run in no particular order)");
+
+    destinations_.push_back(destination);
+    sources_.push_back(source);
+    sizes_.push_back(bytes);
+    written_.emplace(destination, Written{destination_last, copy});
+    // The union of the sources: merge [source, source_last] with what it touches.
+    CUdeviceptr first = source;
+    CUdeviceptr last = source_last;
+    auto it = read_.upper_bound(first);
+    if (it != read_.begin() && std::prev(it)->second >= first) --it;
+    while (it != read_.end() && it->first <= last) {
+        if (it->first < first) first = it->first;
+        if (it->second > last) last = it->second;
+        it = read_.erase(it);
+    }
+    read_.emplace(first, last);
+    return ok();
+}
+
+void CopyPlan::clear() noexcept {
+    destinations_.clear();
+    sources_.clear();
+    sizes_.clear();
+    written_.clear();
+    read_.clear();
+}
+
+void CopyPlan::reserve(std::size_t copies) {
+    destinations_.reserve(copies);
+    sources_.reserve(copies);
+    sizes_.reserve(copies);
+}
+
+// ---- executing ------------------------------------------------------------------------------------
+
+CopyPlan::Path CopyPlan::path_for(StreamRef stream) noexcept {
+    // The batch entry refuses the legacy NULL stream (driver 580: 0 and
+    // CU_STREAM_LEGACY, INVALID_VALUE, nothing queued), so that stream goes
+    // copy by copy without asking. The 13.0 ABI is the one CUDA 13's own
+    // headers and runtime call; the 12.8 ABI serves drivers that have only it.
+    if (stream.is_legacy_default()) return Path::PerCopy;
+    if (has_entry(&DriverTable::cuMemcpyBatchAsync_v13000)) return Path::Batch13000;
+    if (has_entry(&DriverTable::cuMemcpyBatchAsync_v12080)) return Path::Batch12080;
+    return Path::PerCopy;
+}
+
+Result<CopyPlan::Path> CopyPlan::execute(StreamRef stream) const {
+    if (empty()) return empty_plan("CopyPlan::execute");
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000));  // the driver is usable
+    return run(path_for(stream), stream, order_ == SourceAccessOrder::DuringCall);
+}
+
+Result<CopyPlan::Path> CopyPlan::execute() const {
+    if (empty()) return empty_plan("CopyPlan::execute");
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000));
+    // The wait below also covers DuringCall: every source is read when it returns.
+    CUDYN_TRY(run(Path::PerCopy, StreamRef(CU_STREAM_LEGACY), false));
+    CUDYN_TRY(detail::finish_on_legacy_stream(ok()));
+    return Path::PerCopy;
+}
+
+Result<CopyPlan::Path> CopyPlan::execute_via(Path path, StreamRef stream) const {
+    if (empty()) return empty_plan("CopyPlan::execute_via");
+    switch (path) {
+        case Path::Batch13000: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyBatchAsync_v13000)); break;
+        case Path::Batch12080: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyBatchAsync_v12080)); break;
+        case Path::PerCopy: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000)); break;
+    }
+    if (path != Path::PerCopy && stream.is_legacy_default())
+        return Error::invalid_argument(
+            "CopyPlan::execute_via: a batch on the legacy default stream (0 or CU_STREAM_LEGACY), which "
+            "cuMemcpyBatchAsync refuses; use a created stream, the per-thread default stream, or Path::PerCopy");
+    return run(path, stream, order_ == SourceAccessOrder::DuringCall);
+}
+
+Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_sources) const {
+    const std::size_t count = sizes_.size();
+    if (path == Path::PerCopy) {
+        for (std::size_t i = 0; i < count; ++i) {
+            auto issued =
+                call_driver(&DriverTable::cuMemcpyAsync_v4000, destinations_[i], sources_[i], sizes_[i], stream.handle());
+            if (issued) continue;
+            Error error = std::move(issued).error();
+            detail::note_failed_step(error, "copy", i, count);
+            return error;
+        }
+        // cuMemcpyAsync reads its source in stream order; DuringCall promised
+        // the caller that the sources are read when execute returns.
+        if (wait_for_sources) {
+            auto waited = call_driver(&DriverTable::cuStreamSynchronize_v2000, stream.handle());
+            if (!waited) {
+                Error error = std::move(waited).error();
+                error.message += " (all " + std::to_string(count) +
+                                 " copies were issued; waiting for them to read their sources, as "
+                                 "SourceAccessOrder::DuringCall promises, failed)";
+                return error;
+            }
+        }
+        return path;
+    }
+
+    // One attribute for every copy (attrIdxs = {0}). The entries take
+    // non-const arrays but only read them.
+    CUmemcpyAttributes attributes{};
+    attributes.srcAccessOrder = driver_order(order_);
+    std::size_t first_copy = 0;
+    auto* destinations = const_cast<CUdeviceptr*>(destinations_.data());
+    auto* sources = const_cast<CUdeviceptr*>(sources_.data());
+    auto* sizes = const_cast<std::size_t*>(sizes_.data());
+    std::size_t failed = SIZE_MAX;  // the 12.8 ABI's answer; unwritten when it cannot name a copy
+    auto issued = path == Path::Batch13000
+                      ? call_driver(&DriverTable::cuMemcpyBatchAsync_v13000, destinations, sources, sizes, count,
+                                    &attributes, &first_copy, std::size_t{1}, stream.handle())
+                      : call_driver(&DriverTable::cuMemcpyBatchAsync_v12080, destinations, sources, sizes, count,
+                                    &attributes, &first_copy, std::size_t{1}, &failed, stream.handle());
+    if (issued) return path;
+    Error error = std::move(issued).error();
+    error.message += " (one call for the batch of " + std::to_string(count) + " copies; ";
+    if (failed < count)
+        error.message += "the driver named copy " + std::to_string(failed + 1) + " of " + std::to_string(count) +
+                         ", index " + std::to_string(failed) + ": " + std::to_string(sizes_[failed]) +
+                         " bytes from " + hex(sources_[failed]) + " to " + hex(destinations_[failed]);
+    else if (path == Path::Batch13000)
+        error.message += "the driver did not say which copy failed: its 13.0 ABI reports no index";
+    else
+        error.message += "the driver did not say which copy failed";
+    // Nothing is queued on the stream, but a refused batch is not untouched:
+    // driver 580 had carried out host-to-host copies listed before the
+    // refused one (wholly or in part) when it returned.
+    error.message += "; host-to-host copies listed before the refused one may have been done)";
+    return error;
+}
+
+}  // namespace cudyn

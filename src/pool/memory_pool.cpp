@@ -1,0 +1,344 @@
+// cudyn — MemoryPool: creation with its checks, the default and current
+// pools, attributes, trimming and access.
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/driver_call.hpp"
+
+#include "device/device_facts.hpp"
+#include "core/internal.hpp"
+#include "core/internal.hpp"
+#include "core/process_identity.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+#include <string>
+
+namespace cudyn {
+
+namespace {
+
+CUmemPool_attribute reuse_attribute(PoolReuse policy) noexcept {
+    switch (policy) {
+        case PoolReuse::FollowEventDependencies: return CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES;
+        case PoolReuse::AllowOpportunistic: return CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC;
+        case PoolReuse::AllowInternalDependencies: break;
+    }
+    return CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+}
+
+// NotSupported unless the driver has `entry` and device `ordinal` reports
+// MEMORY_POOLS_SUPPORTED.
+template <typename Pfn>
+Result<void> require_pools(Pfn DriverTable::*entry, int ordinal, const char* operation) {
+    CUDYN_TRY(detail::require_entry(entry));
+    // InvalidArgument for an ordinal outside the visible devices.
+    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
+    if (!caps.memory_pools)
+        return Error::not_supported({}, std::string(operation) + ": device " + std::to_string(ordinal) +
+                                            " does not support memory pools "
+                                            "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)");
+    return ok();
+}
+
+// The handle types a device's pools may be exported as (a mask; read for
+// each creation, which is rare next to the allocations a pool serves).
+Result<unsigned> pool_handle_types(int ordinal) {
+    int mask = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetAttribute_v2000, &mask,
+                          CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, static_cast<CUdevice>(ordinal)));
+    return static_cast<unsigned>(mask);
+}
+
+Result<CUmemLocation> managed_location(const Location& location, const char* operation) {
+    CUDYN_TRY(location.validate(operation));
+    return location.to_cu();
+}
+
+}  // namespace
+
+const char* to_string(PoolReuse policy) noexcept {
+    switch (policy) {
+        case PoolReuse::FollowEventDependencies: return "follow_event_dependencies";
+        case PoolReuse::AllowOpportunistic: return "allow_opportunistic";
+        case PoolReuse::AllowInternalDependencies: return "allow_internal_dependencies";
+    }
+    return "invalid";
+}
+
+// ---- PoolProperties -----------------------------------------------------------------------
+
+PoolProperties PoolProperties::with_handle_types(HandleType types) const noexcept {
+    PoolProperties copy = *this;
+    copy.handle_types_ = types;
+    return copy;
+}
+
+PoolProperties PoolProperties::with_max_size_bytes(std::size_t bytes) const noexcept {
+    PoolProperties copy = *this;
+    copy.max_size_bytes_ = bytes;
+    return copy;
+}
+
+Result<void> PoolProperties::validate() const {
+    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, "pool properties", "cuMemPoolCreate"));
+#if !defined(_WIN32)
+    if (includes(handle_types_, HandleType::Win32) || includes(handle_types_, HandleType::Win32Kmt))
+        return Error::invalid_argument("pool properties: handle types: Win32 handles exist only on Windows");
+#endif
+    return ok();
+}
+
+CUmemPoolProps PoolProperties::to_cu() const noexcept {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = static_cast<CUmemAllocationHandleType>(handle_types_);
+    props.location = location_.to_cu();
+    props.maxSize = max_size_bytes_;
+    return props;
+}
+
+std::string PoolProperties::describe() const {
+    std::string text = location_.describe();
+    if (handle_types_ != HandleType::None) text += ", handles " + to_string(handle_types_);
+    if (max_size_bytes_ != 0) text += ", max " + std::to_string(max_size_bytes_) + " bytes";
+    return text;
+}
+
+// ---- MemoryPool ---------------------------------------------------------------------------
+
+Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
+    CUDYN_TRY(properties.validate());
+    const Location& where = properties.location();
+    if (where.kind() == LocationKind::Device) {
+        CUDYN_TRY(require_pools(&DriverTable::cuMemPoolCreate_v11020, where.id(), "MemoryPool::create"));
+        if (properties.handle_types() != HandleType::None) {
+            CUDYN_TRY_ASSIGN(const unsigned supported, pool_handle_types(where.id()));
+            const unsigned wanted = static_cast<unsigned>(properties.handle_types());
+            if ((wanted & ~supported) != 0)
+                return Error::not_supported(
+                    {}, "MemoryPool::create: " + properties.describe() + ": " +
+                            to_string(static_cast<HandleType>(wanted & ~supported)) +
+                            " handles are not supported for pools on device " + std::to_string(where.id()) +
+                            " (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: " +
+                            to_string(static_cast<HandleType>(supported)) + ")");
+        }
+    } else {
+        // Host pools: the driver judges them (NOT_SUPPORTED comes back as NotSupported).
+        CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolCreate_v11020));
+    }
+    const CUmemPoolProps props = properties.to_cu();
+    CUmemoryPool pool = nullptr;
+    if (auto created = call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props); !created) {
+        // Without an IMEX channel the driver may refuse a fabric-shareable
+        // pool already here: the same NotSupported as at export.
+        if (!includes(properties.handle_types(), HandleType::Fabric)) return std::move(created).error();
+        return detail::fabric_error(std::move(created).error(), "MemoryPool::create");
+    }
+    return MemoryPool(pool, true, where, properties.handle_types());
+}
+
+Result<MemoryPool> MemoryPool::default_for(const Device& device) {
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceGetDefaultMemPool_v11020, device.ordinal(),
+                            "MemoryPool::default_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetDefaultMemPool_v11020, &pool, device.handle()));
+    return MemoryPool(pool, false, Location::device(device.ordinal()));
+}
+
+Result<MemoryPool> MemoryPool::current_for(const Device& device) {
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceGetMemPool_v11020, device.ordinal(), "MemoryPool::current_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetMemPool_v11020, &pool, device.handle()));
+    return MemoryPool(pool, false, Location::device(device.ordinal()));
+}
+
+Result<void> MemoryPool::set_current_for(const Device& device) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_current_for"));
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceSetMemPool_v11020, device.ordinal(), "MemoryPool::set_current_for"));
+    if (location() != Location::device(device.ordinal()))
+        return Error::invalid_argument("MemoryPool::set_current_for: the pool lives in " + location().describe() +
+                                       ", not on device " + std::to_string(device.ordinal()));
+    return call_driver(&DriverTable::cuDeviceSetMemPool_v11020, device.handle(), handle());
+}
+
+Result<MemoryPool> MemoryPool::managed_default_for(Location location) {
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetDefaultMemPool_v13000));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::managed_default_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetDefaultMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_MANAGED));
+    return MemoryPool(pool, false, location);
+}
+
+Result<MemoryPool> MemoryPool::managed_current_for(Location location) {
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetMemPool_v13000));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::managed_current_for"));
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_MANAGED));
+    return MemoryPool(pool, false, location);
+}
+
+Result<void> MemoryPool::set_managed_current_for(Location location) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_managed_current_for"));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemSetMemPool_v13000));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::set_managed_current_for"));
+    return call_driver(&DriverTable::cuMemSetMemPool_v13000, &where, CU_MEM_ALLOCATION_TYPE_MANAGED, handle());
+}
+
+bool PoolOrigin::is_this_process() const noexcept { return detail::is_this_process(exporter_pid, exporter_token); }
+
+PoolOrigin MemoryPool::origin() const noexcept {
+    if (imported()) return owner_.get().origin;
+    const detail::ProcessIdentity self = detail::this_process();
+    return PoolOrigin{self.pid, self.token, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(handle()))};
+}
+
+namespace {
+
+// The pools keep_pool_from_destroy named (a handful at most in a process).
+struct UndestroyablePools {
+    std::mutex mutex;
+    std::vector<CUmemoryPool> pools;
+};
+UndestroyablePools& undestroyable() {
+    static UndestroyablePools* instance = new UndestroyablePools();  // never destroyed: owners die at exit too
+    return *instance;
+}
+
+bool take_undestroyable(CUmemoryPool pool) {
+    UndestroyablePools& list = undestroyable();
+    std::lock_guard<std::mutex> lock(list.mutex);
+    const auto found = std::find(list.pools.begin(), list.pools.end(), pool);
+    if (found == list.pools.end()) return false;
+    list.pools.erase(found);
+    return true;
+}
+
+}  // namespace
+
+void detail::keep_pool_from_destroy(CUmemoryPool pool) noexcept {
+    try {
+        UndestroyablePools& list = undestroyable();
+        std::lock_guard<std::mutex> lock(list.mutex);
+        list.pools.push_back(pool);
+    } catch (...) {
+        // Out of memory for one pointer: the pool is destroyed as usual.
+    }
+}
+
+Result<void> MemoryPool::Traits::release(State& state) {
+    if (!take_undestroyable(state.pool)) {
+        CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool));
+    }
+    state = State{};
+    return ok();
+}
+
+Result<void> MemoryPool::require_pool(const char* operation) const {
+    if (empty()) return Error::invalid_argument(std::string(operation) + ": the pool is empty (moved from or destroyed)");
+    return ok();
+}
+
+Result<std::uint64_t> MemoryPool::release_threshold() const {
+    CUDYN_TRY(require_pool("MemoryPool::release_threshold"));
+    cuuint64_t bytes = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                          static_cast<void*>(&bytes)));
+    return static_cast<std::uint64_t>(bytes);
+}
+
+Result<void> MemoryPool::set_release_threshold(std::uint64_t bytes) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_release_threshold"));
+    cuuint64_t value = bytes;
+    return call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                       static_cast<void*>(&value));
+}
+
+Result<bool> MemoryPool::reuse(PoolReuse policy) const {
+    CUDYN_TRY(require_pool("MemoryPool::reuse"));
+    int enabled = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), reuse_attribute(policy),
+                          static_cast<void*>(&enabled)));
+    return enabled != 0;
+}
+
+Result<void> MemoryPool::set_reuse(PoolReuse policy, bool enabled) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_reuse"));
+    int value = enabled ? 1 : 0;
+    return call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), reuse_attribute(policy),
+                       static_cast<void*>(&value));
+}
+
+Result<PoolUsage> MemoryPool::usage() const {
+    CUDYN_TRY(require_pool("MemoryPool::usage"));
+    const auto read = [this](CUmemPool_attribute attribute, std::uint64_t& out) -> Result<void> {
+        cuuint64_t value = 0;
+        CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), attribute,
+                              static_cast<void*>(&value)));
+        out = value;
+        return ok();
+    };
+    PoolUsage usage;
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, usage.reserved_bytes));
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, usage.reserved_high_bytes));
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, usage.used_bytes));
+    CUDYN_TRY(read(CU_MEMPOOL_ATTR_USED_MEM_HIGH, usage.used_high_bytes));
+    return usage;
+}
+
+Result<void> MemoryPool::reset_high_water_marks() const {
+    CUDYN_TRY(require_pool("MemoryPool::reset_high_water_marks"));
+    // The driver takes only 0 for a high-water mark, which it reads as
+    // "reset to the current value".
+    for (const CUmemPool_attribute attribute : {CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CU_MEMPOOL_ATTR_USED_MEM_HIGH}) {
+        cuuint64_t zero = 0;
+        CUDYN_TRY(call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), attribute,
+                              static_cast<void*>(&zero)));
+    }
+    return ok();
+}
+
+Result<void> MemoryPool::trim_to(std::size_t keep_bytes) const {
+    CUDYN_TRY(require_pool("MemoryPool::trim_to"));
+    return call_driver(&DriverTable::cuMemPoolTrimTo_v11020, handle(), keep_bytes);
+}
+
+Result<void> MemoryPool::set_access(const AccessGrant& grant) const {
+    CUDYN_TRY(require_pool("MemoryPool::set_access"));
+    const Location& who = grant.location;
+    if (who.kind() != LocationKind::Device)
+        return Error::invalid_argument("MemoryPool::set_access: access is granted to devices; " + who.describe() +
+                                       " is not one");
+    if (grant.flags != AccessFlags::None && grant.flags != AccessFlags::Read && grant.flags != AccessFlags::ReadWrite)
+        return Error::invalid_argument("MemoryPool::set_access: unknown access flags " +
+                                       std::to_string(static_cast<int>(grant.flags)));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolSetAccess_v11020));
+    CUDYN_TRY(detail::capabilities(who.id()));  // InvalidArgument outside the visible devices
+    if (who == location()) {
+        if (grant.flags != AccessFlags::ReadWrite)
+            return Error::invalid_argument("MemoryPool::set_access: " + who.describe() +
+                                           " owns the pool and always has read_write access; it cannot be set to " +
+                                           to_string(grant.flags));
+    } else if (location().kind() == LocationKind::Device && grant.flags != AccessFlags::None) {
+        CUDYN_TRY_ASSIGN(const Device owner, Device::get(location().id()));
+        CUDYN_TRY_ASSIGN(const Device peer, Device::get(who.id()));
+        CUDYN_TRY_ASSIGN(const bool reachable, peer.can_access_peer(owner));
+        if (!reachable)
+            return Error::not_supported({}, "MemoryPool::set_access: " + who.describe() + " cannot access " +
+                                                location().describe() + "'s memory (cuDeviceCanAccessPeer is 0)");
+    }
+    const CUmemAccessDesc descriptor = grant.to_cu();
+    return call_driver(&DriverTable::cuMemPoolSetAccess_v11020, handle(), &descriptor, std::size_t{1});
+}
+
+Result<AccessFlags> MemoryPool::access(Location location) const {
+    CUDYN_TRY(require_pool("MemoryPool::access"));
+    CUDYN_TRY(location.validate("MemoryPool::access: location"));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolGetAccess_v11020));
+    CUmemLocation where = location.to_cu();
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAccess_v11020, &flags, handle(), &where));
+    return static_cast<AccessFlags>(flags);
+}
+
+}  // namespace cudyn

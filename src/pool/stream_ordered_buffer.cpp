@@ -1,0 +1,89 @@
+// cudyn — StreamOrderedMemory: cuMemAllocAsync / cuMemAllocFromPoolAsync and
+// cuMemFreeAsync, with the checks made before the driver.
+#include "cudyn/pool/stream_ordered_buffer.hpp"
+#include "cudyn/loader/driver_call.hpp"
+
+#include "device/device_facts.hpp"
+#include "core/internal.hpp"
+
+#include <string>
+#include <utility>
+
+namespace cudyn::detail {
+
+namespace {
+
+// NotSupported when the context's device reports no MEMORY_POOLS_SUPPORTED
+// (from the per-device cache: no driver call after the first).
+Result<void> require_pool_device(const OwnerContext& context) {
+    if (context.empty()) return ok();  // no current context: the driver says so
+    const auto ordinal = static_cast<int>(context.device());
+    CUDYN_TRY_ASSIGN(const auto caps, capabilities(ordinal, context.device()));
+    if (!caps.memory_pools)
+        return Error::not_supported({}, "StreamOrderedBuffer::allocate: device " + std::to_string(ordinal) +
+                                            " does not support memory pools "
+                                            "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)");
+    return ok();
+}
+
+}  // namespace
+
+Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std::size_t element_size,
+                                                          const MemoryPool* pool, StreamRef stream) {
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate"));
+    if (pool != nullptr && pool->empty())
+        return Error::invalid_argument("StreamOrderedBuffer::allocate: the pool is empty (moved from or destroyed)");
+    if (pool != nullptr)
+        CUDYN_TRY(require_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020));
+    else
+        CUDYN_TRY(require_entry(&DriverTable::cuMemAllocAsync_v11020));
+    // A created cudyn Stream keeps its context alive, and the stream must
+    // still exist when the memory is freed on it (as for any stream-ordered
+    // call), so the memory relies on it: no retain of its own, no driver call
+    // and no atomic reference count per allocation. A default stream or a
+    // raw handle names no context of its own: then the current one is
+    // retained, as every other owner does.
+    const OwnerContext* context = stream.context();
+    OwnerContext retained;
+    if (context == nullptr) {
+        CUDYN_TRY_ASSIGN(retained, OwnerContext::current());
+        context = &retained;
+    }
+    // A pool exists only where pools do; the current pool needs the check.
+    if (pool == nullptr) CUDYN_TRY(require_pool_device(*context));
+    CUdeviceptr address = 0;
+    if (pool != nullptr)
+        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
+                              stream.handle()));
+    else
+        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle()));
+    const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
+    return StreamOrderedMemory(Traits::State{std::move(retained), address, bytes, stream.handle(), allocated_in});
+}
+
+Result<void> StreamOrderedMemory::Traits::release(State& state) {
+    // A created stream names its own context to the driver, so the free needs
+    // no context made current (saving a cuCtxGetCurrent per free); the default
+    // streams mean "the current context's", which must then be this memory's.
+    if (StreamRef(state.stream).is_default()) {
+        const ContextScope scope(state.context);
+        CUDYN_TRY(scope.status());
+        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream));
+    } else {
+        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream));
+    }
+    state = State{};  // the retain, if any, goes after the free
+    return ok();
+}
+
+Result<void> StreamOrderedMemory::require(const char* operation) const {
+    if (!empty()) return ok();
+    return Error::invalid_argument(std::string(operation) + ": the StreamOrderedBuffer is empty (moved from or freed)");
+}
+
+Result<void> finish_on_stream(Result<void> issued, CUstream stream) {
+    if (!issued) return issued;
+    return call_driver(&DriverTable::cuStreamSynchronize_v2000, stream);
+}
+
+}  // namespace cudyn::detail

@@ -1,0 +1,161 @@
+// cudyn — ImportedIpcMemory: cuIpcOpenMemHandle / cuIpcCloseMemHandle, with the
+// process's record of open handles that enforces one open per context.
+#include "cudyn/share/imported_ipc_memory.hpp"
+#include "cudyn/loader/driver_call.hpp"
+
+#include <array>
+#include <cstddef>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace {
+
+// (context, handle bytes) of every live ImportedIpcMemory of this process.
+//
+// The first kInline records live in a fixed array inside the record itself,
+// so a process's first open (a cold process, where every allocation and every
+// first-run code path shows next to the driver's ~120 us) allocates nothing
+// and runs no tree code. Records beyond those go to a std::set allocated on
+// first need.
+class OpenRecord {
+public:
+    using Key = std::pair<CUcontext, IpcMemoryHandle::Bytes>;
+
+    // False when the key is already there.
+    bool claim(const Key& key) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (std::size_t i = 0; i < inline_count_; ++i)
+            if (inline_[i] == key) return false;
+        if (overflow_ != nullptr && overflow_->count(key) != 0) return false;
+        if (inline_count_ < kInline) {
+            inline_[inline_count_++] = key;
+            return true;
+        }
+        if (overflow_ == nullptr) overflow_ = new std::set<Key>();  // never freed, like the record
+        return overflow_->insert(key).second;
+    }
+    void release(const Key& key) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (std::size_t i = 0; i < inline_count_; ++i) {
+            if (inline_[i] == key) {
+                inline_[i] = inline_[--inline_count_];
+                return;
+            }
+        }
+        if (overflow_ != nullptr) overflow_->erase(key);
+    }
+
+private:
+    static constexpr std::size_t kInline = 16;
+    std::mutex mutex_;
+    std::size_t inline_count_ = 0;
+    std::array<Key, kInline> inline_{};
+    std::set<Key>* overflow_ = nullptr;
+};
+
+// Never destroyed: ImportedIpcMemory destructors may run during static destruction.
+// Built in static storage, not on the heap (see above).
+OpenRecord& open_record() {
+    alignas(OpenRecord) static unsigned char storage[sizeof(OpenRecord)];
+    static OpenRecord* const record = new (storage) OpenRecord();
+    return *record;
+}
+
+Error open_error(Error error) {
+    switch (error.driver_result) {
+        case CUDA_ERROR_ALREADY_MAPPED:
+            error.message = "this context already has the handle open (CUDA allows one open per context per "
+                            "handle; share the first ImportedIpcMemory)";
+            break;
+        case CUDA_ERROR_INVALID_CONTEXT:
+            error.message = "no usable current context (PrimaryContext::activate first), or the handle was "
+                            "exported by this process";
+            break;
+        case CUDA_ERROR_INVALID_VALUE:
+        case CUDA_ERROR_INVALID_HANDLE:
+        case CUDA_ERROR_MAP_FAILED:
+            error.message += ": the exporter may have freed the memory or exited, or the handle comes from "
+                             "another machine";
+            break;
+        default: break;
+    }
+    return error;
+}
+
+Result<CUdeviceptr> open_handle(const IpcMemoryHandle& handle) {
+    CUdeviceptr base = 0;
+    const CUipcMemHandle raw = handle.to_cu();
+    const unsigned int flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
+    Result<void> opened = has_entry(&DriverTable::cuIpcOpenMemHandle_v11000)
+                              ? call_driver(&DriverTable::cuIpcOpenMemHandle_v11000, &base, raw, flags)
+                              : call_driver(&DriverTable::cuIpcOpenMemHandle_v4010, &base, raw, flags);
+    if (!opened) return open_error(std::move(opened).error());
+    return base;
+}
+
+}  // namespace
+
+Result<ImportedIpcMemory> import_ipc_memory(const IpcMemoryDescriptor& descriptor) {
+    if (descriptor.exported_by_this_process())
+        return Error::invalid_argument(
+            "import_ipc_memory: the descriptor was exported by this process; CUDA does not let a process open its "
+            "own IPC handle (use the memory directly)");
+    CUDYN_TRY_ASSIGN(auto owner, detail::OwnerContext::current());
+    const CUcontext context = owner.handle();
+    const OpenRecord::Key key{context, descriptor.handle().to_bytes()};
+    if (context != nullptr && !open_record().claim(key))
+        return Error::invalid_argument(
+            "import_ipc_memory: this handle is already open in the current context (CUDA allows one open per "
+            "context per handle; share the first ImportedIpcMemory)");
+    auto base = open_handle(descriptor.handle());
+    if (!base) {
+        if (context != nullptr) open_record().release(key);
+        return std::move(base).error();
+    }
+    ImportedIpcMemory opened(*base, static_cast<std::size_t>(descriptor.offset_bytes()),
+                     static_cast<std::size_t>(descriptor.size_bytes()), std::move(owner), descriptor.handle());
+    // The descriptor's sizes are the exporter's word: check them against what
+    // was mapped. A check that cannot be made fails the open (closed again):
+    // an unchecked size could let a span run past the mapping.
+    CUdeviceptr range_base = 0;
+    std::size_t range_size = 0;
+    if (auto range = call_driver(&DriverTable::cuMemGetAddressRange_v3020, &range_base, &range_size, *base); !range) {
+        (void)opened.close();
+        Error error = std::move(range).error();
+        error.message += " (import_ipc_memory could not check the descriptor's size against the opened allocation)";
+        return error;
+    }
+    // Bytes of the allocation from the opened base on (the base is the
+    // allocation's start; anything else leaves less).
+    const std::uint64_t into = *base >= range_base ? *base - range_base : range_size;
+    const std::uint64_t available = into <= range_size ? range_size - into : 0;
+    if (descriptor.offset_bytes() > available || descriptor.size_bytes() > available - descriptor.offset_bytes()) {
+        (void)opened.close();
+        return Error::invalid_argument("import_ipc_memory: the descriptor shares offset " +
+                                       std::to_string(descriptor.offset_bytes()) + " + " + std::to_string(descriptor.size_bytes()) +
+                                       " bytes, but the opened allocation has " + std::to_string(available));
+    }
+    return opened;
+}
+
+Result<void> ImportedIpcMemory::Traits::release(State& state) {
+    const CUcontext context = state.context.handle();  // the record's key; release_into drops the reference
+    CUDYN_TRY(state.context.release_into(
+        [&state] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, state.base); }));
+    // The handle is open in the context until the driver has closed it: only
+    // then may another open of it go ahead.
+    if (context != nullptr) open_record().release({context, state.handle.to_bytes()});
+    state = State{};
+    return ok();
+}
+
+void ImportedIpcMemory::Traits::abandon(State& state) noexcept {
+    if (state.context.handle() != nullptr) open_record().release({state.context.handle(), state.handle.to_bytes()});
+}
+
+}  // namespace cudyn

@@ -1,0 +1,111 @@
+// cudyn — AddressRange: a shared reservation, freed by its last owner.
+#include "cudyn/vmm/address_range.hpp"
+#include "cudyn/loader/driver_call.hpp"
+
+#include "vmm/internal.hpp"
+
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+namespace detail {
+
+Reservation::~Reservation() { (void)give_back(); }
+
+Result<void> Reservation::give_back() {
+    if (address == 0) return ok();
+    CUDYN_TRY(call_driver(&DriverTable::cuMemAddressFree_v10020, address, size));
+    address = 0;
+    return ok();
+}
+
+bool Reservation::claim(std::size_t offset, std::size_t bytes, std::size_t* clash) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The first mapping starting at or after `offset`, and the one before it.
+    auto next = mapped_.lower_bound(offset);
+    if (next != mapped_.end() && next->first < offset + bytes) {
+        *clash = next->first;
+        return false;
+    }
+    if (next != mapped_.begin()) {
+        auto previous = std::prev(next);
+        if (previous->first + previous->second > offset) {
+            *clash = previous->first;
+            return false;
+        }
+    }
+    mapped_.emplace_hint(next, offset, bytes);
+    return true;
+}
+
+void Reservation::unclaim(std::size_t offset) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mapped_.erase(offset);
+}
+
+std::size_t Reservation::mapping_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return mapped_.size();
+}
+
+}  // namespace detail
+
+namespace {
+
+bool power_of_two(std::size_t x) noexcept { return x != 0 && (x & (x - 1)) == 0; }
+
+}  // namespace
+
+Result<AddressRange> AddressRange::reserve(std::size_t size, std::size_t alignment, CUdeviceptr hint) {
+    constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+    if (size == 0) return Error::invalid_argument("AddressRange::reserve: size must be non-zero");
+    if (alignment != 0 && !power_of_two(alignment))
+        return Error::invalid_argument("AddressRange::reserve: alignment " + std::to_string(alignment) +
+                                       " is not a power of two (0 takes the driver's default)");
+    if (alignment > kMax - size)
+        return Error::invalid_argument("AddressRange::reserve: size " + std::to_string(size) + " + alignment " +
+                                       std::to_string(alignment) + " overflows");
+    if (hint != 0 && alignment != 0 && hint % alignment != 0)
+        return Error::invalid_argument("AddressRange::reserve: hint " + std::to_string(hint) +
+                                       " is not aligned to alignment " + std::to_string(alignment));
+    if (hint > std::numeric_limits<CUdeviceptr>::max() - size)
+        return Error::invalid_argument("AddressRange::reserve: hint " + std::to_string(hint) + " + size " +
+                                       std::to_string(size) + " overflows");
+
+    // The owner exists before the driver is asked, so a reservation can never
+    // be left without one.
+    auto reservation = std::make_shared<detail::Reservation>();
+    CUdeviceptr address = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemAddressReserve_v10020, &address, size, alignment, hint, 0ULL));
+    reservation->address = address;
+    reservation->size = size;
+    return AddressRange(std::move(reservation));
+}
+
+AddressRange::AddressRange() noexcept = default;
+AddressRange::AddressRange(std::shared_ptr<detail::Reservation> reservation) noexcept
+    : reservation_(std::move(reservation)) {}
+AddressRange::AddressRange(AddressRange&& other) noexcept = default;
+AddressRange& AddressRange::operator=(AddressRange&& other) noexcept = default;
+AddressRange::~AddressRange() = default;
+
+CUdeviceptr AddressRange::device_address() const noexcept { return reservation_ ? reservation_->address : 0; }
+std::size_t AddressRange::size_bytes() const noexcept { return reservation_ ? reservation_->size : 0; }
+std::size_t AddressRange::mapping_count() const noexcept {
+    return reservation_ ? reservation_->mapping_count() : 0;
+}
+
+Result<void> AddressRange::free() {
+    if (!reservation_) return ok();
+    if (const std::size_t mappings = reservation_->mapping_count(); mappings != 0)
+        return Error::invalid_argument("AddressRange::free: " + std::to_string(mappings) +
+                                       " mapping(s) still live in the range; unmap them first");
+    // A refused free leaves the range reserved and owned: free() may be retried.
+    CUDYN_TRY(reservation_->give_back());
+    reservation_.reset();
+    return ok();
+}
+
+}  // namespace cudyn

@@ -1,0 +1,124 @@
+// cudyn — private to the VMM module: the shared records behind ranges, memory and mappings.
+#pragma once
+
+#include "cudyn/core/result.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/core/location.hpp"
+#include "cudyn/vmm/memory_access.hpp"
+#include "cudyn/detail/owner_context.hpp"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace cudyn::detail {
+
+// Lets go of a shared VMM record (Reservation, PhysicalHandle): when this is
+// its last owner, gives it back to the driver first and reports the answer;
+// a refusal keeps `owner` as it was, so the caller may retry.
+template <typename Record>
+Result<void> let_go(std::shared_ptr<Record>& owner) {
+    if (owner && owner.use_count() == 1) CUDYN_TRY(owner->give_back());
+    owner.reset();
+    return ok();
+}
+
+}  // namespace cudyn::detail
+
+namespace cudyn::detail {
+
+// cuMemGetAllocationGranularity without the validation and support checks.
+Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which);
+
+// The device whose attributes judge memory at `location`: a device location's
+// own; for host memory the current context's device, device 0 when none is
+// current (any other failure to ask is the driver's error).
+// check_supported() asks it, and GrowableBuffer grants it access to host
+// memory by default.
+Result<int> judging_device(const Location& location);
+
+}  // namespace cudyn::detail
+
+namespace cudyn::detail {
+
+// Checks grants for memory living at `owner` before anything is changed:
+// at least one grant, valid locations and flags, and for a device other than a
+// device owner: that it exists, supports VMM and can access the owner's memory
+// (cuDeviceCanAccessPeer), else NotSupported naming the pair.
+Result<void> check_grants(const Location& owner, const AccessGrant* grants, std::size_t count);
+// cuMemSetAccess of already checked grants over [address, address + bytes).
+Result<void> apply_access(CUdeviceptr address, std::size_t bytes, const AccessGrant* grants, std::size_t count);
+
+// The devices whose work may use memory with these grants: bit d for device
+// d, for every device granted more than no access.
+std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noexcept;
+
+// Whether the host may touch the memory after these grants: the last grant
+// naming a host location decides (any flags but None); `before` when none does.
+bool host_granted(const AccessGrant* grants, std::size_t count, bool before) noexcept;
+
+}  // namespace cudyn::detail
+
+namespace cudyn::detail {
+
+// What Teardown::WaitForDevice waits for before an unmap: `owner` (the
+// context the memory was mapped in; the current one when it is empty) is
+// synchronized, and so is the primary context of every other device in
+// `devices` that is active (inactive ones run no work). Every context is
+// synchronized even when one fails; the first error is returned.
+Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devices);
+
+}  // namespace cudyn::detail
+
+namespace cudyn::detail {
+
+// One cuMemAddressReserve. Freed by the destructor when address is set, i.e.
+// when the last owner (AddressRange or MappedRange) lets go.
+struct Reservation {
+    CUdeviceptr address = 0;
+    std::size_t size = 0;
+
+    Reservation() = default;
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+    ~Reservation();  // gives back what is left, silently
+    // cuMemAddressFree now; on success there is nothing left to free.
+    Result<void> give_back();
+
+    // Records [offset, offset + bytes) as mapped; false when it overlaps a
+    // live mapping (and `*clash` gets that mapping's offset).
+    bool claim(std::size_t offset, std::size_t bytes, std::size_t* clash);
+    void unclaim(std::size_t offset);
+    std::size_t mapping_count();
+
+private:
+    std::mutex mutex_;
+    std::map<std::size_t, std::size_t> mapped_;  // offset -> bytes of each live mapping
+};
+
+}  // namespace cudyn::detail
+
+namespace cudyn::detail {
+
+// One cuMemCreate. Released by the destructor when handle is set, i.e. when
+// the last owner (PhysicalMemory or MappedRange) lets go.
+struct PhysicalHandle {
+    explicit PhysicalHandle(const AllocationProperties& props) : properties(props) {}
+    PhysicalHandle(const PhysicalHandle&) = delete;
+    PhysicalHandle& operator=(const PhysicalHandle&) = delete;
+    ~PhysicalHandle();  // gives back what is left, silently
+    // cuMemRelease now; on success there is nothing left to release.
+    Result<void> give_back();
+
+    CUmemGenericAllocationHandle handle = 0;
+    bool created = false;
+    std::size_t size = 0;
+    std::size_t granularity = 0;
+    AllocationProperties properties;
+};
+
+}  // namespace cudyn::detail

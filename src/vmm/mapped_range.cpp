@@ -1,0 +1,194 @@
+// cudyn — MappedRange: cuMemMap of a whole PhysicalMemory into an AddressRange,
+// with bounds, granularity and overlap checked first.
+#include "cudyn/vmm/mapped_range.hpp"
+#include "cudyn/loader/driver_call.hpp"
+
+#include "cudyn/device/device.hpp"
+#include "cudyn/device/primary_context.hpp"
+
+#include "vmm/internal.hpp"
+#include "vmm/internal.hpp"
+#include "vmm/internal.hpp"
+#include "vmm/internal.hpp"
+#include "vmm/internal.hpp"
+
+#include <string>
+#include <utility>
+
+namespace cudyn {
+
+Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory) {
+    if (range.empty()) return Error::invalid_argument("MappedRange::map: the range is empty (moved from or freed)");
+    if (memory.empty())
+        return Error::invalid_argument("MappedRange::map: the memory is empty (moved from or released)");
+    const std::size_t bytes = memory.size_bytes();
+    const std::size_t granularity = memory.granularity();
+    if (offset > range.size_bytes() || bytes > range.size_bytes() - offset)
+        return Error::invalid_argument("MappedRange::map: " + std::to_string(bytes) + " bytes at offset " +
+                                       std::to_string(offset) + " do not fit in the range of " +
+                                       std::to_string(range.size_bytes()) + " bytes");
+    if (offset % granularity != 0)
+        return Error::invalid_argument("MappedRange::map: offset " + std::to_string(offset) +
+                                       " is not a multiple of the memory's granularity " +
+                                       std::to_string(granularity));
+    const CUdeviceptr address = range.device_address() + offset;
+    if (address % granularity != 0)
+        return Error::invalid_argument("MappedRange::map: the range address is not aligned to the memory's "
+                                       "granularity " + std::to_string(granularity) +
+                                       " (reserve with alignment 0 or a multiple of it)");
+    auto context = detail::OwnerContext::current();
+    if (!context) return context.error();
+    std::size_t clash = 0;
+    if (!range.reservation_->claim(offset, bytes, &clash))
+        return Error::invalid_argument("MappedRange::map: " + std::to_string(bytes) + " bytes at offset " +
+                                       std::to_string(offset) + " overlap the mapping at offset " +
+                                       std::to_string(clash));
+    const auto mapped = call_driver(&DriverTable::cuMemMap_v10020, address, bytes, std::size_t{0}, memory.handle(), 0ULL);
+    if (!mapped) {
+        range.reservation_->unclaim(offset);
+        return mapped.error();
+    }
+    return MappedRange(range.reservation_, memory.shared_record(), address, offset, bytes, std::move(*context));
+}
+
+Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,
+                                     std::initializer_list<AccessGrant> access) {
+    return map_with_access(range, offset, memory, access.begin(), access.size());
+}
+
+Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,
+                                     const std::vector<AccessGrant>& access) {
+    return map_with_access(range, offset, memory, access.data(), access.size());
+}
+
+Result<MappedRange> MappedRange::map_with_access(const AddressRange& range, std::size_t offset,
+                                                 const PhysicalMemory& memory, const AccessGrant* grants,
+                                                 std::size_t count) {
+    if (!memory.empty()) CUDYN_TRY(detail::check_grants(memory.properties()->location(), grants, count));
+    auto mapping = map(range, offset, memory);
+    if (!mapping) return mapping;
+    // On failure the local mapping unmaps itself on the way out (no work can
+    // have used an inaccessible mapping: nothing to wait for).
+    Traits::State& owned = mapping->owner_.get();
+    if (auto access = detail::apply_access(owned.address, owned.size, grants, count); !access) {
+        mapping->set_teardown(Teardown::CallerSynchronized);
+        return std::move(access).error();
+    }
+    owned.users |= detail::granted_devices(grants, count);
+    owned.host_access = detail::host_granted(grants, count, owned.host_access);
+    return mapping;
+}
+
+Result<void> MappedRange::set_access(Location location, AccessFlags flags) {
+    const AccessGrant grant{location, flags};
+    return set_access(&grant, 1);
+}
+
+Result<void> MappedRange::set_access(std::initializer_list<AccessGrant> grants) {
+    return set_access(grants.begin(), grants.size());
+}
+
+Result<void> MappedRange::set_access(const std::vector<AccessGrant>& grants) {
+    return set_access(grants.data(), grants.size());
+}
+
+Result<void> MappedRange::set_access(const AccessGrant* grants, std::size_t count) {
+    if (empty()) return Error::invalid_argument("MappedRange::set_access: the mapping is empty (moved from or unmapped)");
+    Traits::State& owned = owner_.get();
+    CUDYN_TRY(detail::check_grants(owned.memory->properties.location(), grants, count));
+    CUDYN_TRY(detail::apply_access(owned.address, owned.size, grants, count));
+    owned.users |= detail::granted_devices(grants, count);
+    owned.host_access = detail::host_granted(grants, count, owned.host_access);
+    return ok();
+}
+
+Result<AccessFlags> MappedRange::access(Location location) const {
+    if (empty()) return Error::invalid_argument("MappedRange::access: the mapping is empty (moved from or unmapped)");
+    CUDYN_TRY(location.validate("MappedRange::access: location"));
+    const CUmemLocation where = location.to_cu();
+    unsigned long long flags = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAccess_v10020, &flags, &where, state().address));
+    return static_cast<AccessFlags>(flags);
+}
+
+void* MappedRange::host_address() const noexcept {
+    const Traits::State& owned = state();
+    if (!owned.mapped || !owned.host_access || !owned.memory->properties.location().is_host()) return nullptr;
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(owned.address));
+}
+
+const Location* MappedRange::memory_location() const noexcept {
+    return state().mapped ? &state().memory->properties.location() : nullptr;
+}
+
+Result<void> MappedRange::Traits::release(State& state) {
+    Result<void> waited = ok();
+    if (state.mapped) {
+        if (state.teardown == Teardown::WaitForDevice)
+            waited = detail::wait_for_device_users(state.context, state.users);
+        // Unmapped even when the wait failed: a context that faulted runs no
+        // more work, and at exit the driver answers every call with an error.
+        CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, state.address, state.size));  // refused: still mapped
+        state.mapped = false;
+        state.reservation->unclaim(state.offset);
+    }
+    // Then the handle (released if this was its last owner), then the
+    // reservation (freed if last): the driver's order. A refusal keeps it.
+    CUDYN_TRY(detail::let_go(state.memory));
+    CUDYN_TRY(detail::let_go(state.reservation));
+    // Nothing is held any more; the teardown mode stays what was set.
+    State emptied;
+    emptied.teardown = state.teardown;
+    state = std::move(emptied);
+    return waited;
+}
+
+void MappedRange::Traits::abandon(State& state) noexcept {
+    // The reservation counts its live mappings (overlap checks, AddressRange::free):
+    // this one has no owner any more.
+    if (state.mapped) state.reservation->unclaim(state.offset);
+}
+
+namespace detail {
+
+namespace {
+
+// The primary context of device `ordinal`, synchronized if it is active
+// (retained for the while, so it cannot go away meanwhile).
+Result<void> synchronize_primary_context(int ordinal) {
+    auto device = Device::get(ordinal);
+    if (!device) return device.error();
+    unsigned int flags = 0;
+    int active = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxGetState_v7000, device->handle(), &flags, &active));
+    if (active == 0) return ok();
+    auto context = PrimaryContext::retain(*device);
+    if (!context) return context.error();
+    const ContextScope scope(context->handle());
+    CUDYN_TRY(scope.status());
+    return call_driver(&DriverTable::cuCtxSynchronize_v2000);
+}
+
+}  // namespace
+
+Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devices) {
+    Result<void> result = ok();
+    {
+        const ContextScope scope(owner);
+        result = scope.status();
+        if (result) result = call_driver(&DriverTable::cuCtxSynchronize_v2000);
+        // No context current (and none held): no work can be running in it.
+        if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
+    }
+    for (int device = 0; device < 64; ++device) {
+        if ((devices & (std::uint64_t{1} << device)) == 0) continue;
+        if (!owner.empty() && owner.device() == static_cast<CUdevice>(device)) continue;
+        auto synchronized = synchronize_primary_context(device);
+        if (!synchronized && result.has_value()) result = std::move(synchronized);
+    }
+    return result;
+}
+
+}  // namespace detail
+
+}  // namespace cudyn

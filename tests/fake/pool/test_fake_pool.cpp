@@ -1,0 +1,352 @@
+// Memory pools and stream-ordered buffers ([pool]) on the fakes that emulate
+// them (emulated, cuda11) and on the one that has no pool entries (legacy):
+// pool attributes, usage and trimming, access, the default and current
+// pools, buffers allocated and freed in stream order (reuse of addresses, the
+// free following the stream last used, the synchronous forms waiting), the
+// context a buffer keeps, refused frees kept for a retry, and the refusals
+// made before the driver.
+#include "support/catch.hpp"
+#include "support/fake_driver.hpp"
+#include "support/fake_memory_helpers.hpp"
+#include "support/vmm_helpers.hpp"
+
+#include "cudyn/device/device.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+using cudyn::AccessFlags;
+using cudyn::ErrorCode;
+using cudyn::HandleType;
+using cudyn::Location;
+using cudyn::MemoryPool;
+using cudyn::PoolProperties;
+using cudyn::PoolReuse;
+using cudyn::StreamOrderedBuffer;
+using namespace cudyn_test;  // FakeDriver, activate, take, require_ok, require_error, DriverSnapshot
+
+namespace {
+
+constexpr std::size_t kWords = 1 << 18;  // 1 MiB of uint32_t
+
+MemoryPool keeping_pool() {
+    auto pool = take(MemoryPool::create(PoolProperties::device(0)));
+    require_ok(pool.set_release_threshold(std::numeric_limits<std::uint64_t>::max()));
+    return pool;
+}
+
+}  // namespace
+
+TEST_CASE("a pool's attributes, usage, trimming and destruction", "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = take(MemoryPool::create(PoolProperties::device(0)));
+    CHECK(pool.owned());
+    CHECK(pool.location() == Location::device(0));
+    CHECK(take(pool.release_threshold()) == 0);
+    for (const PoolReuse policy :
+         {PoolReuse::FollowEventDependencies, PoolReuse::AllowOpportunistic, PoolReuse::AllowInternalDependencies}) {
+        INFO(cudyn::to_string(policy));
+        CHECK(take(pool.reuse(policy)));
+        require_ok(pool.set_reuse(policy, false));
+        CHECK_FALSE(take(pool.reuse(policy)));
+        require_ok(pool.set_reuse(policy, true));
+    }
+    require_ok(pool.set_release_threshold(64ull << 20));
+    CHECK(take(pool.release_threshold()) == (64ull << 20));
+
+    auto stream = take(cudyn::Stream::create());
+    {
+        auto a = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        auto b = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        const auto in_use = take(pool.usage());
+        CHECK(in_use.used_bytes >= 2 * kWords * 4);
+        CHECK(in_use.reserved_bytes >= in_use.used_bytes);
+        CHECK(in_use.used_high_bytes >= in_use.used_bytes);
+    }
+    require_ok(stream.synchronize());
+    const auto freed = take(pool.usage());
+    CHECK(freed.used_bytes == 0);
+    CHECK(freed.used_high_bytes >= 2 * kWords * 4);  // the mark stays until reset
+    CHECK(freed.reserved_bytes > 0);                 // under the threshold: kept for reuse
+    require_ok(pool.reset_high_water_marks());
+    CHECK(take(pool.usage()).used_high_bytes == 0);
+
+    require_ok(pool.trim_to(0));
+    CHECK(take(pool.usage()).reserved_bytes == 0);
+    require_ok(pool.destroy());
+    CHECK(pool.empty());
+    require_error(pool.usage(), ErrorCode::InvalidArgument, "the pool is empty");
+}
+
+TEST_CASE("a threshold of 0 gives freed memory back at the next synchronization", "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = take(MemoryPool::create(PoolProperties::device(0)));
+    auto stream = take(cudyn::Stream::create());
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+    require_ok(buffer.free());
+    require_ok(stream.synchronize());
+    CHECK(take(pool.usage()).reserved_bytes == 0);
+}
+
+TEST_CASE("stream-ordered buffers: bytes, the synchronous forms, and reuse in stream order",
+          "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    auto stream = take(cudyn::Stream::create());
+    ScopedStreamDelay slow(2000);
+
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+    CHECK(buffer.size() == kWords);
+    CHECK(buffer.size_bytes() == kWords * 4);
+    CHECK(buffer.stream() == stream.handle());
+    // Synchronous: done when it returns, in the buffer's stream order.
+    const auto values = iota_vector(kWords, 3);
+    require_ok(buffer.copy_from(values));
+    CHECK(FakeDriver::loaded().pending_work() == 0);
+    CHECK(read_device(buffer.device_address(), kWords) == values);
+    std::vector<std::uint32_t> back(kWords);
+    require_ok(buffer.copy_to(back));
+    CHECK(back == values);
+    // On the stream: enqueued, done after a synchronize.
+    require_ok(buffer.fill(9u, stream));
+    require_ok(buffer.copy_to(back, stream));
+    require_ok(stream.synchronize());
+    CHECK(back == std::vector<std::uint32_t>(kWords, 9u));
+    require_ok(buffer.device_span().subspan(0, 4)->set_bytes(0, stream));
+    require_ok(stream.synchronize());
+    CHECK(read_device(buffer.device_address(), 5) == std::vector<std::uint32_t>{0, 0, 0, 0, 9});
+
+    // Freed on the stream, the next allocation of the same size on the same
+    // stream may take the same memory at once: the pool reuses it in order.
+    const CUdeviceptr address = buffer.device_address();
+    require_ok(buffer.free());
+    CHECK(buffer.empty());
+    auto again = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+    CHECK(again.device_address() == address);
+    require_ok(again.fill(1u));
+    CHECK(read_device(again.device_address(), 1) == std::vector<std::uint32_t>{1u});
+    CHECK(FakeDriver::loaded().context_error(0) == 0);
+}
+
+TEST_CASE("the free follows the stream the buffer was last used on", "[emulated][pool]") {
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    auto allocating = take(cudyn::Stream::create());
+    auto working = take(cudyn::Stream::create());
+    {
+        ScopedStreamDelay slow(20000);
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, allocating));
+        require_ok(allocating.synchronize());
+        // A fill enqueued on another stream, 20 ms from running: the free
+        // must wait for it, so it goes on that stream.
+        require_ok(buffer.fill(5u, working));
+        CHECK(buffer.stream() == working.handle());
+    }  // the destructor frees it in stream order on `working`
+    require_ok(working.synchronize());
+    require_ok(allocating.synchronize());
+    CHECK(FakeDriver::loaded().context_error(0) == 0);
+    CHECK(take(pool.usage()).used_bytes == 0);
+}
+
+TEST_CASE("use_on records work the program enqueued itself; free(stream) names the stream",
+          "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    auto first = take(cudyn::Stream::create());
+    auto second = take(cudyn::Stream::create());
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 256, first));
+    buffer.use_on(second);
+    CHECK(buffer.stream() == second.handle());
+    auto other = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 256, first));
+    require_ok(other.free(second));
+    CHECK(other.empty());
+    require_ok(buffer.free());
+    require_ok(second.synchronize());
+    CHECK(take(pool.usage()).used_bytes == 0);
+}
+
+TEST_CASE("the current pool: cuMemAllocAsync, the default pool and set_current_for", "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    const auto device = take(cudyn::Device::get(0));
+    const auto fallback = take(MemoryPool::default_for(device));
+    CHECK_FALSE(fallback.owned());
+    CHECK(take(MemoryPool::current_for(device)).handle() == fallback.handle());
+
+    auto pool = keeping_pool();
+    require_ok(pool.set_current_for(device));
+    CHECK(take(MemoryPool::current_for(device)).handle() == pool.handle());
+    {
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(kWords, cudyn::Stream::legacy_default()));
+        require_ok(buffer.fill(4u));
+        CHECK(take(pool.usage()).used_bytes >= kWords * 4);
+    }
+    require_ok(fallback.set_current_for(device));
+    CHECK(take(MemoryPool::current_for(device)).handle() == fallback.handle());
+    // A default pool is not destroyed: destroy() leaves it alone.
+    auto not_owned = take(MemoryPool::default_for(device));
+    require_ok(not_owned.destroy());
+    CHECK(take(MemoryPool::current_for(device)).handle() == fallback.handle());
+
+    const auto device1 = take(cudyn::Device::get(1));
+    require_error(pool.set_current_for(device1), ErrorCode::InvalidArgument, "not on device 1");
+}
+
+TEST_CASE("pool access: the owner always, a peer when granted", "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    CHECK(take(pool.access(Location::device(0))) == AccessFlags::ReadWrite);
+    require_error(pool.set_access({Location::device(0), AccessFlags::Read}), ErrorCode::InvalidArgument,
+                  "always has read_write access");
+    require_error(pool.set_access({Location::host(), AccessFlags::ReadWrite}), ErrorCode::InvalidArgument,
+                  "granted to devices");
+    require_error(pool.set_access({Location::device(7), AccessFlags::ReadWrite}), ErrorCode::InvalidArgument,
+                  "is out of range");
+    require_ok(pool.set_access({Location::device(1), AccessFlags::ReadWrite}));
+    CHECK(take(pool.access(Location::device(1))) == AccessFlags::ReadWrite);
+    require_ok(pool.set_access({Location::device(1), AccessFlags::None}));
+    CHECK(take(pool.access(Location::device(1))) == AccessFlags::None);
+}
+
+TEST_CASE("a buffer keeps its context after the program released its own", "[emulated][cuda11][pool]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    auto stream = cudyn::Stream::legacy_default();
+    StreamOrderedBuffer<std::uint32_t> buffer;
+    {
+        auto context = activate(0);
+        buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(1024, stream));
+        require_ok(buffer.fill(6u));
+    }
+    CHECK(fake.primary_ctx_refcount(0) >= 1);  // the buffer's retain
+    require_ok(buffer.free());
+    CHECK(fake.primary_ctx_refcount(0) == 0);
+}
+
+TEST_CASE("a refused free keeps the buffer for a retry", "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    auto stream = take(cudyn::Stream::create());
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    const CUdeviceptr address = buffer.device_address();
+    {
+        ScopedFault refuse("cuMemFreeAsync:1+:CUDA_ERROR_UNKNOWN");
+        require_error(buffer.free(), ErrorCode::Driver, "cuMemFreeAsync");
+    }
+    CHECK(buffer.device_address() == address);
+    require_ok(buffer.fill(2u));
+    require_ok(buffer.free());
+    require_ok(stream.synchronize());
+    CHECK(take(pool.usage()).used_bytes == 0);
+}
+
+TEST_CASE("pool and buffer refusals made before the driver", "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    auto stream = take(cudyn::Stream::create());
+    DriverSnapshot untouched({"cuMemAllocAsync", "cuMemAllocFromPoolAsync", "cuMemPoolCreate"});
+    require_error(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 0, stream), ErrorCode::InvalidArgument,
+                  "StreamOrderedBuffer::allocate");
+    require_error(StreamOrderedBuffer<std::uint64_t>::allocate(pool, std::numeric_limits<std::size_t>::max() / 4, stream),
+                  ErrorCode::InvalidArgument, "StreamOrderedBuffer::allocate");
+    require_error(StreamOrderedBuffer<std::uint32_t>::allocate(0, stream), ErrorCode::InvalidArgument,
+                  "StreamOrderedBuffer::allocate");
+    MemoryPool empty;
+    require_error(StreamOrderedBuffer<std::uint32_t>::allocate(empty, 16, stream), ErrorCode::InvalidArgument,
+                  "the pool is empty");
+    require_error(MemoryPool::create(PoolProperties(Location::device(-1))), ErrorCode::InvalidArgument, "location");
+    require_error(MemoryPool::create(PoolProperties::device(9)), ErrorCode::InvalidArgument, "is out of range");
+    require_error(MemoryPool::create(PoolProperties(Location::host_numa_current())), ErrorCode::InvalidArgument,
+                  "host NUMA current");
+    require_error(MemoryPool::create(PoolProperties::device(0).with_handle_types(static_cast<HandleType>(0x100))),
+                  ErrorCode::InvalidArgument, "unknown bits");
+    untouched.require_untouched();
+
+    StreamOrderedBuffer<std::uint32_t> moved_from = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 16, stream));
+    auto owner = std::move(moved_from);
+    require_error(moved_from.fill(1u), ErrorCode::InvalidArgument, "is empty");
+    require_ok(owner.free());
+}
+
+TEST_CASE("pools where the device has none or lacks the handle type", "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    const FakeDriver& fake = FakeDriver::loaded();
+    auto stream = take(cudyn::Stream::create());
+    {
+        fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
+        DriverSnapshot untouched({"cuMemPoolCreate"});
+        require_error(MemoryPool::create(PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor)),
+                      ErrorCode::NotSupported, "MEMPOOL_SUPPORTED_HANDLE_TYPES");
+        untouched.require_untouched();
+        fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    }
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
+    DriverSnapshot untouched({"cuMemPoolCreate", "cuMemAllocAsync", "cuDeviceGetDefaultMemPool"});
+    require_error(MemoryPool::create(PoolProperties::device(0)), ErrorCode::NotSupported, "MEMORY_POOLS_SUPPORTED is 0");
+    require_error(StreamOrderedBuffer<std::uint32_t>::allocate(16, stream), ErrorCode::NotSupported,
+                  "MEMORY_POOLS_SUPPORTED is 0");
+    require_error(MemoryPool::default_for(take(cudyn::Device::get(0))), ErrorCode::NotSupported,
+                  "does not support memory pools");
+    untouched.require_untouched();
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
+}
+
+TEST_CASE("a driver without pool entries says which is missing", "[legacy][pool]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    require_error(MemoryPool::create(PoolProperties::device(0)), ErrorCode::NotSupported, "cuMemPoolCreate");
+    require_error(StreamOrderedBuffer<std::uint32_t>::allocate(16, stream), ErrorCode::NotSupported, "cuMemAllocAsync");
+    require_error(MemoryPool::default_for(take(cudyn::Device::get(0))), ErrorCode::NotSupported,
+                  "cuDeviceGetDefaultMemPool");
+    require_error(MemoryPool::managed_default_for(Location::device(0)), ErrorCode::NotSupported,
+                  "cuMemGetDefaultMemPool");
+}
+
+TEST_CASE("CUDA 13's managed pools exist only where the driver has the entries", "[cuda11][pool]") {
+    auto context = activate(0);
+    require_error(MemoryPool::managed_default_for(Location::device(0)), ErrorCode::NotSupported,
+                  "cuMemGetDefaultMemPool");
+    require_error(MemoryPool::managed_current_for(Location::device(0)), ErrorCode::NotSupported, "cuMemGetMemPool");
+}
+
+TEST_CASE("on a created stream the stream keeps the context; retargeted to the legacy stream it frees in its own",
+          "[emulated][cuda11][pool]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    std::optional<cudyn::Stream> stream;
+    StreamOrderedBuffer<std::uint32_t> buffer;
+    {
+        auto context = activate(0);
+        stream.emplace(take(cudyn::Stream::create()));
+        buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(1024, *stream));
+        require_ok(buffer.fill(3u));
+    }
+    CHECK(fake.primary_ctx_refcount(0) >= 1);  // the stream's retain
+    // Another thread's view: no context current here; the free on the legacy
+    // stream must make the buffer's own context current for the call.
+    buffer.use_on(cudyn::Stream::legacy_default());
+    require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxSetCurrent_v4000, static_cast<CUcontext>(nullptr)));
+    require_ok(buffer.free());
+    CHECK(buffer.empty());
+    require_ok(stream->destroy());
+    CHECK(fake.primary_ctx_refcount(0) == 0);
+}
+
+TEST_CASE("CUDA 13's managed pools: one per location, the default also the current one", "[emulated][pool]") {
+    auto context = activate(0);
+    for (const Location where : {Location::device(0), Location::device(1), Location::host()}) {
+        INFO(where.describe());
+        auto pool = take(MemoryPool::managed_default_for(where));
+        CHECK_FALSE(pool.owned());
+        CHECK(pool.handle() != nullptr);
+        CHECK(take(MemoryPool::managed_current_for(where)).handle() == pool.handle());
+        require_ok(pool.set_managed_current_for(where));
+    }
+    CHECK(take(MemoryPool::managed_default_for(Location::device(0))).handle() !=
+          take(MemoryPool::managed_default_for(Location::device(1))).handle());
+    require_error(MemoryPool::managed_default_for(Location::device(-1)), ErrorCode::InvalidArgument, "negative device ordinal");
+}

@@ -1,0 +1,280 @@
+// Pool sharing between processes ([pool-ipc], emulated and cuda11 fakes): a
+// shareable pool passed as a POSIX descriptor over the channel, a pointer
+// from it as a descriptor, the child importing both, reading the exporter's
+// bytes after waiting on an interprocess event and writing its reply; the
+// refusals made before the driver (malformed records, own-process imports,
+// a pointer from another pool).
+#include "support/catch.hpp"
+#include "support/fake_driver.hpp"
+#include "support/fake_memory_helpers.hpp"
+#include "support/ipc_helpers.hpp"
+#include "support/vmm_helpers.hpp"
+
+#include "cudyn/share/ipc_event.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/share/pool_sharing.hpp"
+#include "cudyn/share/descriptor_transfer.hpp"
+#include "cudyn/device/stream.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
+
+#include <fcntl.h>
+#include <stdlib.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using cudyn::ErrorCode;
+using cudyn::HandleType;
+using cudyn::MemoryPool;
+using cudyn::PoolPointerDescriptor;
+using cudyn::PoolProperties;
+using cudyn::StreamOrderedBuffer;
+using cudyn_test::ChildChecks;
+using namespace cudyn_test;  // activate, take, require_ok, require_error
+using namespace cudyn_test::ipc;
+
+namespace {
+
+constexpr std::size_t kWords = 1 << 18;  // 1 MiB
+constexpr std::uint32_t kFirst = 0x900D0001u;
+constexpr std::uint32_t kReply = 0x900D0002u;
+
+PoolProperties shareable() { return PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor); }
+
+// Imports the pool and the pointer, waits for the exporter's event, checks
+// the first half, writes the reply into the second, frees the import.
+int pool_consumer_role(int, char**) {
+    return run_role("pool-consumer", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto pool = cudyn::receive_pool_fd(channel, kStep).and_then(cudyn::import_pool_fd);
+        if (!ok(check, pool, "receive_pool_fd + import_pool_fd")) return;
+        check.expect(pool->imported() && pool->owned(), "the imported pool is owned and knows it was imported");
+        auto descriptor = receive_descriptor<PoolPointerDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, descriptor, "pointer descriptor")) return;
+        auto event_descriptor = receive_descriptor<cudyn::IpcEventDescriptor>(channel, kEventDescriptor);
+        if (!ok(check, event_descriptor, "event descriptor")) return;
+        auto event = cudyn::import_ipc_event(*event_descriptor);
+        if (!ok(check, event, "import_ipc_event")) return;
+        {
+            auto memory = cudyn::import_pool_pointer(*pool, *descriptor);
+            if (!ok(check, memory, "import_pool_pointer")) return;
+            check.expect(memory->size_bytes() == kWords * 4, "the shared size came along");
+            ok(check, event->synchronize(), "wait for the exporter's fill");
+            check.expect(same_words(memory->device_address(), kWords * 2, kFirst), "the exporter's bytes");
+            ok(check, set_words(memory->device_address() + kWords * 2, kWords * 2, kReply), "write the reply");
+            // A second import of the same pointer into a pool that is not the
+            // exporter's: refused before the driver.
+            auto local = MemoryPool::create(PoolProperties::device(0));
+            if (ok(check, local, "a local pool")) {
+                auto wrong = cudyn::import_pool_pointer(*local, *descriptor);
+                check.expect(!wrong && wrong.error().code == ErrorCode::InvalidArgument,
+                             "a pool that was not imported is refused");
+            }
+            ok(check, memory->free(), "free the import");
+        }
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole pool_consumer("pool-consumer", pool_consumer_role);
+
+}  // namespace
+
+TEST_CASE("a pool and a pointer from it shared with another process, ordered by an interprocess event",
+          "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    const long descriptors = open_descriptors();
+    {
+        auto pool = take(MemoryPool::create(shareable()));
+        auto stream = take(cudyn::Stream::create());
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        auto event = take(cudyn::IpcEvent::create());
+        {
+            ScopedStreamDelay slow(20000);
+            require_ok(buffer.fill(kFirst, stream));  // still pending when the child opens the memory
+            require_ok(event.record(stream));
+        }
+        auto exported = take(cudyn::export_pool_fd(pool));
+        CHECK(exported.info.origin == pool.origin());
+        auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
+        CHECK(descriptor.size_bytes() == kWords * 4);
+        CHECK(descriptor.offset_bytes() == 0);
+
+        ParentSide side = start_child("pool-consumer");
+        require_ok(cudyn::send_descriptor(side.channel, exported, kStep));
+        require_ok(exported.fd.close());
+        require_ok(send_bytes(side.channel, kMemDescriptor, descriptor.to_bytes()));
+        require_ok(send_bytes(side.channel, kEventDescriptor, take(cudyn::export_ipc_event(event)).to_bytes()));
+        (void)take(side.channel.receive(kDone, kStep));
+        CHECK(side.child.wait(kChildTimeout) == 0);
+        std::vector<std::uint32_t> back(kWords);
+        require_ok(buffer.copy_to(back));
+        CHECK(std::vector<std::uint32_t>(back.begin(), back.begin() + kWords / 2) ==
+              std::vector<std::uint32_t>(kWords / 2, kFirst));
+        CHECK(std::vector<std::uint32_t>(back.begin() + kWords / 2, back.end()) ==
+              std::vector<std::uint32_t>(kWords / 2, kReply));
+        require_ok(buffer.free());
+        require_ok(stream.synchronize());
+    }
+    CHECK(before.live_delta() == 0);
+    CHECK(open_descriptors() == descriptors);
+}
+
+TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    auto plain = take(MemoryPool::create(PoolProperties::device(0)));
+    auto pool = take(MemoryPool::create(shareable()));
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    auto other = take(StreamOrderedBuffer<std::uint32_t>::allocate(plain, 1024, stream));
+    DriverSnapshot untouched({"cuMemPoolExportToShareableHandle", "cuMemPoolImportFromShareableHandle",
+                              "cuMemPoolExportPointer", "cuMemPoolImportPointer"});
+
+    require_error(cudyn::export_pool_fd(plain), ErrorCode::InvalidArgument, "without the posix_fd handle type");
+    require_error(cudyn::export_pool_fd(MemoryPool()), ErrorCode::InvalidArgument, "the pool is empty");
+    require_error(cudyn::export_pool_pointer(plain, other), ErrorCode::InvalidArgument, "without a shareable handle type");
+    require_error(cudyn::export_pool_pointer(pool, buffer.device_address(), 0), ErrorCode::InvalidArgument, "size of 0");
+    require_error(cudyn::export_pool_pointer(pool, buffer.device_address(), 4097 * 4), ErrorCode::InvalidArgument,
+                  "run past the allocation");
+    untouched.require_untouched();
+    // Memory of another pool: found by its attribute, refused before the export.
+    require_error(cudyn::export_pool_pointer(pool, other.device_address(), 1024 * 4), ErrorCode::InvalidArgument,
+                  "not allocated from this pool");
+    CHECK(untouched.calls_since("cuMemPoolExportPointer") == 0);
+
+    // What this process exported, it does not import.
+    auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
+    auto exported = take(cudyn::export_pool_fd(pool));
+    require_error(cudyn::import_pool_fd(std::move(exported)), ErrorCode::InvalidArgument, "exported by this process");
+    require_error(cudyn::import_pool_pointer(pool, descriptor), ErrorCode::InvalidArgument, "exported by this process");
+    CHECK(untouched.calls_since("cuMemPoolImportFromShareableHandle") == 0);
+    CHECK(untouched.calls_since("cuMemPoolImportPointer") == 0);
+
+    // Malformed records.
+    auto bytes = descriptor.to_bytes();
+    bytes[0] ^= 1;
+    require_error(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size()), ErrorCode::InvalidArgument, "magic");
+    bytes = descriptor.to_bytes();
+    require_error(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size() - 1), ErrorCode::InvalidArgument,
+                  "length");
+    bytes[16 + 24 + 8] = 0xFF;  // the offset's low byte: past the allocation
+    bytes[16 + 24 + 8 + 7] = 0x7F;
+    require_error(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size()), ErrorCode::InvalidArgument,
+                  "runs past the allocation");
+    auto info = cudyn::PoolInfo{};
+    require_error(cudyn::PoolInfo::from_bytes(info.to_bytes().data(), info.to_bytes().size()),
+                  ErrorCode::InvalidArgument, "exporter process id is 0");
+    require_ok(buffer.free());
+    require_ok(other.free());
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("a driver without pool entries: sharing says which entry is missing", "[legacy][pool-ipc]") {
+    auto context = activate(0);
+    // A descriptor as another process would send it (any open fd stands in).
+    cudyn::PoolFdDescriptor received;
+    received.fd = cudyn::FileDescriptor(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    REQUIRE(received.fd.valid());
+    received.info.origin = cudyn::PoolOrigin{1, 2, 3};
+    require_error(cudyn::import_pool_fd(std::move(received)), ErrorCode::NotSupported,
+                  "cuMemPoolImportFromShareableHandle");
+    require_error(cudyn::export_pool_fd(MemoryPool()), ErrorCode::InvalidArgument, "the pool is empty");
+}
+
+namespace {
+
+// Imports a fabric pool from its descriptor bytes and a pointer from it,
+// checks the exporter's bytes and writes the reply.
+int pool_fabric_consumer_role(int, char**) {
+    return run_role("pool-fabric-consumer", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto shared = receive_descriptor<cudyn::PoolFabricDescriptor>(channel, kRawBytes);
+        if (!ok(check, shared, "pool fabric descriptor")) return;
+        auto pool = cudyn::import_pool_fabric(*shared);
+        if (!ok(check, pool, "import_pool_fabric")) return;
+        auto descriptor = receive_descriptor<PoolPointerDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, descriptor, "pointer descriptor")) return;
+        {
+            auto memory = cudyn::import_pool_pointer(*pool, *descriptor);
+            if (!ok(check, memory, "import_pool_pointer")) return;
+            check.expect(same_words(memory->device_address(), kWords * 2, kFirst), "the exporter's bytes");
+            ok(check, set_words(memory->device_address() + kWords * 2, kWords * 2, kReply), "write the reply");
+            ok(check, memory->free(), "free the import");
+        }
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole pool_fabric_consumer("pool-fabric-consumer", pool_fabric_consumer_role);
+
+}  // namespace
+
+TEST_CASE("a fabric pool: refused where the device lacks the type, shared as bytes where it has it",
+          "[emulated][pool-ipc]") {
+    auto context = activate(0);
+    const FakeDriver& fake = FakeDriver::loaded();
+    const auto fabric = PoolProperties::device(0).with_handle_types(HandleType::Fabric);
+    {
+        // A device whose pools take POSIX fds only (the default, 0x9 as on
+        // the H200, is set again below).
+        fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                           static_cast<int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        DriverSnapshot untouched({"cuMemPoolCreate"});
+        require_error(MemoryPool::create(fabric), ErrorCode::NotSupported, "MEMPOOL_SUPPORTED_HANDLE_TYPES");
+        untouched.require_untouched();
+    }
+    auto posix_only = take(MemoryPool::create(shareable()));
+    require_error(cudyn::export_pool_fabric(posix_only), ErrorCode::InvalidArgument, "without the fabric handle type");
+
+    // This device may share pools as fabric handles; so may the child's
+    // (the fake reads FAKECUDA_ATTR when it loads).
+    const unsigned types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC;
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, static_cast<int>(types));
+    ::setenv("FAKECUDA_ATTR", ("119:" + std::to_string(types)).c_str(), 1);
+    {
+        auto pool = take(MemoryPool::create(fabric));
+        auto stream = take(cudyn::Stream::create());
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        require_ok(buffer.fill(kFirst));
+        auto shared = take(cudyn::export_pool_fabric(pool));
+        const auto bytes = shared.to_bytes();
+        const auto parsed = take(cudyn::PoolFabricDescriptor::from_bytes(bytes.data(), bytes.size()));
+        CHECK(parsed.info().origin == pool.origin());
+        CHECK(parsed.handle() == shared.handle());
+        require_error(cudyn::import_pool_fabric(parsed), ErrorCode::InvalidArgument, "exported by this process");
+        {
+            // No IMEX channel: the fabric probe's trial export is refused, so
+            // the pool export is never tried (driver 580 then crashes in
+            // cuMemPoolDestroy of the pool).
+            ScopedFault no_imex("cuMemExportToShareableHandle:1+:CUDA_ERROR_NOT_PERMITTED");
+            DriverSnapshot untouched({"cuMemPoolExportToShareableHandle"});
+            require_error(cudyn::export_pool_fabric(pool), ErrorCode::NotSupported, "does not share fabric handles");
+            untouched.require_untouched();
+        }
+        {
+            // The probe says yes but the pool export is refused: NotSupported,
+            // and the pool is let go of without cuMemPoolDestroy.
+            auto doomed = take(MemoryPool::create(fabric));
+            {
+                ScopedFault refused("cuMemPoolExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
+                require_error(cudyn::export_pool_fabric(doomed), ErrorCode::NotSupported, "IMEX");
+            }
+            DriverSnapshot untouched({"cuMemPoolDestroy"});
+            require_ok(doomed.destroy());
+            CHECK(doomed.empty());
+            untouched.require_untouched();
+        }
+
+        ParentSide side = start_child("pool-fabric-consumer");
+        require_ok(send_bytes(side.channel, kRawBytes, bytes));
+        require_ok(send_bytes(side.channel, kMemDescriptor, take(cudyn::export_pool_pointer(pool, buffer)).to_bytes()));
+        (void)take(side.channel.receive(kDone, kStep));
+        CHECK(side.child.wait(kChildTimeout) == 0);
+        std::vector<std::uint32_t> back(kWords);
+        require_ok(buffer.copy_to(back));
+        CHECK(back[kWords / 2] == kReply);
+        CHECK(back[0] == kFirst);
+        require_ok(buffer.free());
+        require_ok(stream.synchronize());
+    }
+    ::unsetenv("FAKECUDA_ATTR");
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+}
