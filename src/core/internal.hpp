@@ -47,14 +47,13 @@ Result<void> check_inside_allocation(const Operation& operation, std::uint64_t o
 // ---- driver entries ----------------------------------------------------------------------------
 
 // The loader's error when the driver is unusable, NotSupported naming the
-// entry when this driver lacks it: checked before anything else, so a driver
-// that lacks the entry is told so, not asked about a device attribute first.
-// (has_entry() in driver_call.hpp only chooses between paths.)
+// entry when this driver lacks it (call_driver's own refusals). Callers ask
+// it first, so that on a driver without the entry the error names the entry,
+// not whatever later check would fail. has_entry() only chooses between paths.
 template <typename Pfn>
 Result<void> require_entry(Pfn DriverTable::*entry) {
     const DriverTable* table = usable_driver();
-    if (table == nullptr) return driver_unusable_error();
-    if (table->*entry == nullptr) return missing_entry_error(entry_info(entry));
+    if (table == nullptr || table->*entry == nullptr) return entry_unavailable(table, entry);
     return ok();
 }
 

@@ -1,4 +1,4 @@
-// cudyn — private to the device module.
+// cudyn — private to the device module (IpcEvent's query uses completion() too).
 #pragma once
 
 #include "cudyn/core/error.hpp"

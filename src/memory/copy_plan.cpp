@@ -66,6 +66,12 @@ const char* to_string(CopyPlan::Path path) noexcept {
 
 // ---- recording ---------------------------------------------------------------------------------
 
+// Every copy is checked here, when it is added, rather than left to the
+// driver: a batch whose destination was an address the driver did not know
+// crashed the process (driver 580) instead of being refused. A registered
+// range's separate device alias is not known to be its host range: overlap
+// is judged by address alone.
+
 Result<void> CopyPlan::add_copy(Side destination, Side source, std::size_t element_size) {
     const std::string copy = copy_text(sizes_.size());
     const auto check = [&copy](const Side& side, const char* role) -> Result<void> {

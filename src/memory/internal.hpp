@@ -1,5 +1,5 @@
 // cudyn — private to the memory module (buffers, spans, managed memory,
-// plans); the sharing and pool modules use a few of these too.
+// plans); the sharing and VMM modules use a few of these too.
 #pragma once
 
 #include "cudyn/core/error.hpp"
