@@ -124,7 +124,8 @@ public:
         if (size_ < kWireHeaderSize)
             return record.invalid(std::to_string(size_) + " bytes is shorter than its " +
                                   std::to_string(kWireHeaderSize) + "-byte header");
-        if (std::memcmp(in_, magic, 8) != 0) return record.invalid("wrong magic (not a " + std::string(magic, 8) + " record)");
+        if (std::memcmp(in_, magic, 8) != 0)
+            return record.invalid("wrong magic (not a " + std::string(magic, 8) + " record)");
         at_ = 8;
         std::uint16_t version = 0;
         u16(version);

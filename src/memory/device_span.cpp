@@ -75,7 +75,7 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
     if (source.address == destination.address) return caller.invalid("source is the destination itself");
     if (source_bytes > destination_bytes)
         return caller.invalid("source (" + bytes_text(source_bytes) + ") does not fit the destination (" +
-                                bytes_text(destination_bytes) + ")");
+                              bytes_text(destination_bytes) + ")");
     // The driver's copies are memcpy, not memmove: overlapping ranges give
     // whatever order the copy engine happens to use.
     const bool overlap = source.address < destination.address + source_bytes &&
@@ -103,8 +103,7 @@ Result<void> set_device_words(const char* operation, DeviceExtent destination, s
     // cuMemsetD32 needs a 4-byte-aligned address; say so instead of passing
     // on the driver's bare INVALID_VALUE.
     if (destination.address % 4 != 0 || bytes % 4 != 0)
-        return Operation(operation).invalid(
-            "a 32-bit fill needs a 4-byte-aligned address and a whole number of words");
+        return Operation(operation).invalid("a 32-bit fill needs a 4-byte-aligned address and a whole number of words");
     const auto word = static_cast<unsigned int>(value);
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,

@@ -22,8 +22,8 @@ Result<void> require_host_mapping(const char* entry, const char* what) {
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetAttribute_v2000, &can_map, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
                           device));
     if (can_map != 0) return ok();
-    return Operation(what).not_supported(
-        entry, "device " + std::to_string(device) + " cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)");
+    const std::string why = " cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)";
+    return Operation(what).not_supported(entry, "device " + std::to_string(device) + why);
 }
 
 Result<CUdeviceptr> mapped_device_pointer(void* host) {

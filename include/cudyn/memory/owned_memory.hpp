@@ -9,8 +9,8 @@
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/memory/host_span.hpp"
-// Transitional: modules that reached the size checks through this header
-// until they include it themselves.
+// Transitional, until the modules that reach the size checks through this
+// header include it themselves.
 #include "cudyn/detail/size_checks.hpp"
 
 #include <cuda.h>
