@@ -226,6 +226,8 @@ void detail::keep_pool_from_destroy(CUmemoryPool pool) noexcept {
     }
 }
 
+void detail::mark_pool_exported(const MemoryPool& pool) noexcept { pool.owner_.get().exported.value.store(true); }
+
 Result<void> MemoryPool::Traits::release(State& state) {
     if (!take_undestroyable(state.pool)) {
         CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool));

@@ -5,7 +5,7 @@
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/load_report.hpp"
 #include "cudyn/loader/loader.hpp"
-#include "cudyn/memory/owned_memory.hpp"
+#include "cudyn/detail/size_checks.hpp"
 
 #include "core/internal.hpp"
 #include "core/wire_format.hpp"

@@ -5,7 +5,7 @@
 #include "cudyn/share/pool_sharing.hpp"
 #include "cudyn/device/device.hpp"
 #include "cudyn/loader/driver_call.hpp"
-#include "cudyn/memory/owned_memory.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
 
 #include "core/internal.hpp"
@@ -216,6 +216,7 @@ Result<PoolFdDescriptor> export_pool_fd(const MemoryPool& pool) {
     int fd = -1;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020, static_cast<void*>(&fd),
                           pool.handle(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
+    detail::mark_pool_exported(pool);
     return PoolFdDescriptor{FileDescriptor(fd), pool_info(pool)};
 #endif
 }
@@ -271,6 +272,7 @@ Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool) {
         detail::keep_pool_from_destroy(pool.handle());
         return detail::fabric_error(std::move(exported).error(), kExportFabric.name());
     }
+    detail::mark_pool_exported(pool);
     fields.info = pool_info(pool);
     return descriptor;
 }
@@ -303,6 +305,10 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, CUdevi
         return kExportPointer.invalid("the pool was created without a shareable handle type");
     if (address == 0 || bytes == 0) return kExportPointer.invalid("a null address or a size of 0");
     CUDYN_TRY(detail::check_address_range(address, bytes, kExportPointer.name()));
+    // The driver refuses (INVALID_VALUE) the pointer of a pool never exported.
+    if (!pool.exported())
+        return kExportPointer.invalid("the pool was not exported yet; export the pool (export_pool_fd / "
+                                      "export_pool_fabric) before its pointers");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolExportPointer_v11020));
     CUdeviceptr base = 0;
     std::size_t allocation = 0;

@@ -26,6 +26,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,8 +34,12 @@
 namespace cudyn {
 
 class Device;
+class MemoryPool;
 namespace detail {
 struct PoolImport;  // pool_sharing.cpp: builds the importer's state
+// Notes that export_pool_fd / export_pool_fabric shared the pool (see
+// MemoryPool::exported).
+void mark_pool_exported(const MemoryPool& pool) noexcept;
 // Marks a pool the driver cannot destroy safely (one whose fabric export the
 // driver refused: cuMemPoolDestroy of it crashed in driver 580); its owner
 // then lets go of it without calling the driver.
@@ -161,6 +166,10 @@ public:
     HandleType handle_types() const noexcept { return owner_.get().handle_types; }
     // True for a pool imported from another process (pool_sharing.hpp).
     bool imported() const noexcept { return owner_.get().imported; }
+    // True once export_pool_fd or export_pool_fabric shared this pool (the
+    // flag moves with the pool): the driver exports a pool's pointers only
+    // after the pool itself, so export_pool_pointer asks for it.
+    bool exported() const noexcept { return owner_.get().exported.value.load(); }
     // The pool's identity across processes: this process and the handle for
     // a pool made here, the exporter's for an imported one.
     PoolOrigin origin() const noexcept;
@@ -191,6 +200,18 @@ public:
 
 private:
     friend struct detail::PoolImport;  // builds an imported pool's state
+    friend void detail::mark_pool_exported(const MemoryPool& pool) noexcept;
+    // Set by the exports, which take the pool const and may run on several
+    // threads: atomic, copied as a value when the state moves.
+    struct ExportedFlag {
+        mutable std::atomic<bool> value{false};
+        ExportedFlag() noexcept = default;
+        ExportedFlag(const ExportedFlag& other) noexcept : value(other.value.load()) {}
+        ExportedFlag& operator=(const ExportedFlag& other) noexcept {
+            value.store(other.value.load());
+            return *this;
+        }
+    };
     struct Traits {
         struct State {
             CUmemoryPool pool = nullptr;
@@ -199,12 +220,13 @@ private:
             bool imported = false;
             PoolOrigin origin;  // imported pools only
             HandleType handle_types = HandleType::None;  // what the pool can be exported as
+            ExportedFlag exported;
         };
         static bool empty(const State& state) noexcept { return !state.owned; }
         static Result<void> release(State& state);  // cuMemPoolDestroy
     };
     MemoryPool(CUmemoryPool pool, bool owned, Location location, HandleType types = HandleType::None) noexcept
-        : owner_(Traits::State{pool, owned, location, false, {}, types}) {}
+        : owner_(Traits::State{pool, owned, location, false, {}, types, {}}) {}
     explicit MemoryPool(Traits::State state) noexcept : owner_(std::move(state)) {}
     Result<void> require_pool(const char* operation) const;
     detail::UniqueHandle<Traits> owner_;

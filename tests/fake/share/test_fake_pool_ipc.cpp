@@ -128,6 +128,7 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
     auto pool = take(MemoryPool::create(shareable()));
     auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
     auto other = take(StreamOrderedBuffer<std::uint32_t>::allocate(plain, 1024, stream));
+    auto exported = take(cudyn::export_pool_fd(pool));  // its pointers export only after it
     DriverSnapshot untouched({"cuMemPoolExportToShareableHandle", "cuMemPoolImportFromShareableHandle",
                               "cuMemPoolExportPointer", "cuMemPoolImportPointer"});
 
@@ -145,7 +146,6 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
 
     // What this process exported, it does not import.
     auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
-    auto exported = take(cudyn::export_pool_fd(pool));
     require_error(cudyn::import_pool_fd(std::move(exported)), ErrorCode::InvalidArgument, "exported by this process");
     require_error(cudyn::import_pool_pointer(pool, descriptor), ErrorCode::InvalidArgument, "exported by this process");
     CHECK(untouched.calls_since("cuMemPoolImportFromShareableHandle") == 0);
@@ -177,6 +177,7 @@ TEST_CASE("a pool pointer descriptor whose handle is all zero is refused, naming
     auto stream = take(cudyn::Stream::create());
     auto pool = take(MemoryPool::create(shareable()));
     auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    auto exported = take(cudyn::export_pool_fd(pool));
     const PoolPointerDescriptor descriptor = take(cudyn::export_pool_pointer(pool, buffer));
     auto bytes = descriptor.to_bytes();
     constexpr std::size_t kHandleAt = PoolPointerDescriptor::kSerializedSize - cudyn::PoolPointerHandle::kSize;
@@ -187,6 +188,40 @@ TEST_CASE("a pool pointer descriptor whose handle is all zero is refused, naming
     const auto good = descriptor.to_bytes();
     std::copy(good.begin() + kHandleAt, good.end(), bytes.begin() + kHandleAt);
     CHECK(take(PoolPointerDescriptor::from_bytes(bytes.data(), bytes.size())).handle() == descriptor.handle());
+    require_ok(exported.fd.close());
+    require_ok(buffer.free());
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("a pointer before its pool: refused before the driver, naming the order; fine once the pool is exported",
+          "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    auto pool = take(MemoryPool::create(shareable()));
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    CHECK_FALSE(pool.exported());
+    const FakeDriver& fake = FakeDriver::loaded();
+    fake.record_calls(true);
+    require_error(cudyn::export_pool_pointer(pool, buffer), ErrorCode::InvalidArgument,
+                  "export the pool (export_pool_fd / export_pool_fabric) before its pointers");
+    fake.record_calls(false);
+    CHECK(fake.recorded_calls().empty());
+
+    // A refused export leaves the pool unexported.
+    {
+        ScopedFault refused("cuMemPoolExportToShareableHandle:1:CUDA_ERROR_OUT_OF_MEMORY");
+        CHECK_FALSE(cudyn::export_pool_fd(pool));
+    }
+    CHECK_FALSE(pool.exported());
+
+    auto exported = take(cudyn::export_pool_fd(pool));
+    CHECK(pool.exported());
+    // The flag moves with the pool.
+    MemoryPool moved = std::move(pool);
+    CHECK(moved.exported());
+    auto descriptor = take(cudyn::export_pool_pointer(moved, buffer));
+    CHECK(descriptor.size_bytes() == 1024 * 4);
+    require_ok(exported.fd.close());
     require_ok(buffer.free());
     require_ok(stream.synchronize());
 }
