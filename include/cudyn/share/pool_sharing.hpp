@@ -3,7 +3,7 @@
 // (cuMemPoolExportToShareableHandle), each pointer as a descriptor of the
 // driver's export data (cuMemPoolExportPointer) with the part shared and the
 // pool it comes from. The pool must be created shareable
-// (PoolProperties::with_handle_types).
+// (PoolProperties::with_handle_types), and exported before its pointers.
 //
 // Order: the importer may use the memory only once the exporter's allocation
 // has completed on its stream, and must free its import before the exporter
