@@ -1,11 +1,11 @@
 // cudyn — export_allocation: what a device address is (pointer attributes,
 // cuMemRetainAllocationHandle), and the export its kind has.
 #include "cudyn/share/allocation_sharing.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/device/device.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/load_report.hpp"
 #include "cudyn/loader/loader.hpp"
-#include "cudyn/detail/size_checks.hpp"
 
 #include "core/internal.hpp"
 #include "core/wire_format.hpp"

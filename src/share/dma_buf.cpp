@@ -5,8 +5,8 @@
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/memory/memory_info.hpp"
 
-#include "device/device_facts.hpp"
 #include "core/internal.hpp"
+#include "device/device_facts.hpp"
 #include "memory/internal.hpp"
 
 #if !defined(_WIN32)

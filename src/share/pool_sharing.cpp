@@ -3,9 +3,9 @@
 // export and import of pointers, and the importer's owner of an imported
 // pointer.
 #include "cudyn/share/pool_sharing.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/device/device.hpp"
 #include "cudyn/loader/driver_call.hpp"
-#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
 
 #include "core/internal.hpp"

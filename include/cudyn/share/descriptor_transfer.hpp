@@ -6,8 +6,8 @@
 
 #include "cudyn/channel/fd_channel.hpp"
 #include "cudyn/core/result.hpp"
-#include "cudyn/share/pool_sharing.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
+#include "cudyn/share/pool_sharing.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -13,10 +13,10 @@
 // when the importer is done. Linux only.
 #pragma once
 
-#include "cudyn/memory/device_buffer.hpp"
-#include "cudyn/memory/device_span.hpp"
 #include "cudyn/channel/file_descriptor.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/memory/device_span.hpp"
 
 #include <cuda.h>
 

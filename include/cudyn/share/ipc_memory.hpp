@@ -5,11 +5,11 @@
 // every importer has closed its import.
 #pragma once
 
+#include "cudyn/core/result.hpp"
+#include "cudyn/detail/record_access.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/share/ipc_handle.hpp"
-#include "cudyn/core/result.hpp"
-#include "cudyn/detail/record_access.hpp"
 
 #include <cuda.h>
 

@@ -9,13 +9,13 @@
 // this header does not bring in the channel, so any transport can.
 #pragma once
 
-#include "cudyn/vmm/allocation_properties.hpp"
-#include "cudyn/device/device.hpp"
 #include "cudyn/channel/file_descriptor.hpp"
-#include "cudyn/share/ipc_handle.hpp"
-#include "cudyn/vmm/physical_memory.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/record_access.hpp"
+#include "cudyn/device/device.hpp"
+#include "cudyn/share/ipc_handle.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/vmm/physical_memory.hpp"
 
 #include <array>
 #include <cstddef>

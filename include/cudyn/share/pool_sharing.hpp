@@ -10,15 +10,15 @@
 // frees the allocation; order both with an IpcEvent (ipc_event.hpp).
 #pragma once
 
-#include "cudyn/memory/device_span.hpp"
 #include "cudyn/channel/file_descriptor.hpp"
-#include "cudyn/share/ipc_handle.hpp"
-#include "cudyn/pool/memory_pool.hpp"
-#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/record_access.hpp"
-#include "cudyn/pool/stream_ordered_buffer.hpp"
 #include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
+#include "cudyn/share/ipc_handle.hpp"
 
 #include <cuda.h>
 
