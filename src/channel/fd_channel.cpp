@@ -235,7 +235,8 @@ Result<void> read_exact(int socket, std::uint8_t* buffer, std::size_t size, std:
             return Error::system("recvmsg", errno, kReceive.name());
         }
         take_descriptors(message, descriptors);
-        if (message.msg_flags & MSG_CTRUNC) return kReceive.io("the peer sent more descriptors than one message may carry");
+        if (message.msg_flags & MSG_CTRUNC)
+            return kReceive.io("the peer sent more descriptors than one message may carry");
         if (n == 0) {
             if (!message_started && got == 0) return kReceive.io("the peer closed the channel");
             return kReceive.io("the peer closed the channel in the middle of a message");

@@ -178,12 +178,13 @@ Result<AllocationDescriptor> export_pool_memory(CUdeviceptr address, std::option
 // at `address`, or nothing when it is not VMM memory (the driver answers
 // INVALID_VALUE for every other kind) or the driver has no such entry.
 Result<std::optional<CUmemGenericAllocationHandle>> retain_vmm(CUdeviceptr address) {
-    if (!has_entry(&DriverTable::cuMemRetainAllocationHandle_v11000)) return std::optional<CUmemGenericAllocationHandle>();
+    using Retained = std::optional<CUmemGenericAllocationHandle>;
+    if (!has_entry(&DriverTable::cuMemRetainAllocationHandle_v11000)) return Retained();
     CUmemGenericAllocationHandle handle = 0;
     auto retained = call_driver(&DriverTable::cuMemRetainAllocationHandle_v11000, &handle,
                                 reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)));
-    if (retained) return std::optional<CUmemGenericAllocationHandle>(handle);
-    if (retained.error().driver_result == CUDA_ERROR_INVALID_VALUE) return std::optional<CUmemGenericAllocationHandle>();
+    if (retained) return Retained(handle);
+    if (retained.error().driver_result == CUDA_ERROR_INVALID_VALUE) return Retained();
     return std::move(retained).error();
 }
 
@@ -257,7 +258,8 @@ Result<AllocationDescriptor> export_any(CUdeviceptr address, std::optional<std::
         return kExport.invalid("the driver does not know address " + detail::hex(address) +
                                ": it is not GPU memory (plain host memory, or a VMM reservation with nothing mapped "
                                "there)");
-    if (facts.managed != 0) return kExport.not_supported({}, "managed memory (cuMemAllocManaged) has no inter-process handle");
+    if (facts.managed != 0)
+        return kExport.not_supported({}, "managed memory (cuMemAllocManaged) has no inter-process handle");
     if (facts.pool != nullptr) return export_pool_memory(address, bytes, facts);
     // Before VMM, all device memory that was not managed was cuMemAlloc memory.
     const bool legacy = facts.knows_vmm ? facts.legacy_ipc != 0 : facts.memory_type == CU_MEMORYTYPE_DEVICE;

@@ -95,7 +95,8 @@ Result<VmmFdParts> read_parts(std::in_place_type_t<VmmFdParts>, PartsReader& in)
 
 Result<ImportedAllocation> import_parts(const VmmFdParts& parts, const AllocationDescriptor& descriptor) {
     CUDYN_TRY_ASSIGN(FileDescriptor fd, duplicate(parts.memory.fd));
-    CUDYN_TRY_ASSIGN(const PhysicalMemory memory, import_memory_fd(MemoryFdDescriptor{std::move(fd), parts.memory.info}));
+    CUDYN_TRY_ASSIGN(const PhysicalMemory memory,
+                     import_memory_fd(MemoryFdDescriptor{std::move(fd), parts.memory.info}));
     return map_for_this_device(memory, descriptor);
 }
 

@@ -37,7 +37,8 @@ Result<Exported> receive_exported(FdChannel& channel, std::uint32_t tag, const d
 
 }  // namespace
 
-Result<void> send_descriptor(FdChannel& channel, const MemoryFdDescriptor& exported, std::chrono::milliseconds timeout) {
+Result<void> send_descriptor(FdChannel& channel, const MemoryFdDescriptor& exported,
+                             std::chrono::milliseconds timeout) {
     return send_exported(channel, kMemoryFdMessageTag, exported, timeout);
 }
 

@@ -86,7 +86,8 @@ int consumer_role(int, char**) {
         auto imported = import_ipc_memory(*memory);
         auto event = import_ipc_event(*event_descriptor);
         if (!ok(check, imported, "import_ipc_memory") || !ok(check, event, "import_ipc_event")) return;
-        check.expect(imported->size_bytes() == kSharedBytes && imported->device_address() == imported->base_address() + kOffset,
+        check.expect(imported->size_bytes() == kSharedBytes &&
+                         imported->device_address() == imported->base_address() + kOffset,
                      "the shared part is base + offset");
         check.expect(live_allocations() == live + 2, "the imported memory and event count as live IPC objects");
         // The CUDA 10.1 fake has only the 4.1 ABI; newer ones get the _v2 entry.
@@ -102,7 +103,8 @@ int consumer_role(int, char**) {
         // Blocks until the producer's work completes, in the other process.
         const cudyn::Stream stream = cudyn::Stream::legacy_default();
         ok(check, event->wait(stream), "wait on the stream");
-        check.expect(same_words(imported->device_address(), kSharedBytes, kSecond), "the producer's work is visible after the wait");
+        check.expect(same_words(imported->device_address(), kSharedBytes, kSecond),
+                     "the producer's work is visible after the wait");
         auto complete_now = event->query();
         check.expect(complete_now.has_value() && *complete_now, "the record completed");
         // The reply goes through the imported memory's DeviceSpan: its second half.
