@@ -8,7 +8,6 @@
 #include "core/internal.hpp"
 #include "vmm/internal.hpp"
 
-#include <cstdio>
 #include <utility>
 
 namespace cudyn {
@@ -37,12 +36,6 @@ std::string is_zero(bool DeviceCapabilities::*field) {
     for (const DeviceCapabilityInfo& row : device_capability_list)
         if (row.field == field) return std::string(row.attribute_name) + " is 0";
     return "the attribute is 0";
-}
-
-std::string hex(unsigned value) {
-    char text[16];
-    std::snprintf(text, sizeof text, "0x%x", value);
-    return text;
 }
 
 }  // namespace
