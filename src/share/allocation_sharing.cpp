@@ -233,8 +233,9 @@ Result<AllocationDescriptor> share_pool_memory(CUdeviceptr address, std::optiona
                                   "the driver exports pointers only from pools created shareable");
     CUDYN_TRY_ASSIGN(const std::uint64_t size,
                      part_size(address, bytes, facts.range_start, facts.range_size, "pool allocation"));
-    const MemoryPool pool = detail::borrowed_pool(facts.pool, Location::device(facts.device < 0 ? 0 : facts.device),
-                                                  types & (HandleType::PosixFileDescriptor | HandleType::Fabric));
+    const MemoryPool pool =
+        detail::PoolAccess::borrowed(facts.pool, Location::device(facts.device < 0 ? 0 : facts.device),
+                                     types & (HandleType::PosixFileDescriptor | HandleType::Fabric));
     // The pool first, then the pointer (the order the pool's importer follows).
     const auto with_pointer = [&](auto exported_pool) -> Result<AllocationDescriptor> {
         CUDYN_TRY_ASSIGN(PoolPointerDescriptor pointer,

@@ -96,37 +96,36 @@ Result<void> AllocationProperties::check_supported() const {
     // From the per-device cache: after the first call for a device this asks
     // the driver nothing (a host location asks for the current context's device).
     CUDYN_TRY_ASSIGN(const int ordinal, detail::judging_device(location_));
-    auto caps = detail::capabilities(ordinal);
-    if (!caps) return caps.error();
+    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
     const std::string on = "device " + std::to_string(ordinal);
     const auto unsupported = [this](const std::string& why) {
         return Error::not_supported({}, describe() + ": " + why);
     };
     switch (location_.kind()) {
         case LocationKind::Device:
-            if (!caps->virtual_memory_management)
+            if (!caps.virtual_memory_management)
                 // describe() already starts with the device: "device 0: it does not ..."
                 return unsupported("it does not support virtual memory management (" +
                                    is_zero(&DeviceCapabilities::virtual_memory_management) + ")");
             break;
         case LocationKind::Host:
-            if (!caps->host_virtual_memory_management)
+            if (!caps.host_virtual_memory_management)
                 return unsupported("host VMM allocations are not supported (" +
                                    is_zero(&DeviceCapabilities::host_virtual_memory_management) + " on " + on + ")");
             break;
         case LocationKind::HostNuma:
         case LocationKind::HostNumaCurrent:
-            if (!caps->host_numa_virtual_memory_management)
+            if (!caps.host_numa_virtual_memory_management)
                 return unsupported("host NUMA VMM allocations are not supported (" +
                                    is_zero(&DeviceCapabilities::host_numa_virtual_memory_management) + " on " + on +
                                    ")");
             break;
     }
     for (const HandleTypeRow& row : kHandleTypes)
-        if (includes(handle_types_, row.type) && !((*caps).*row.supported))
+        if (includes(handle_types_, row.type) && !(caps.*row.supported))
             return unsupported(std::string(row.name) + " handles are not supported on " + on + " (" +
                                is_zero(row.supported) + ")");
-    if (gpu_direct_rdma_ && !caps->rdma_with_vmm)
+    if (gpu_direct_rdma_ && !caps.rdma_with_vmm)
         return unsupported("GPUDirect RDMA on VMM memory is not supported on " + on + " (" +
                            is_zero(&DeviceCapabilities::rdma_with_vmm) + ")");
     return ok();
