@@ -101,10 +101,11 @@ PoolProperties PoolProperties::with_max_size_bytes(std::size_t bytes) const noex
 }
 
 Result<void> PoolProperties::validate() const {
-    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, "pool properties", "cuMemPoolCreate"));
+    constexpr detail::Operation kProperties{"pool properties"};
+    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, kProperties, "cuMemPoolCreate"));
 #if !defined(_WIN32)
     if (includes(handle_types_, HandleType::Win32) || includes(handle_types_, HandleType::Win32Kmt))
-        return Error::invalid_argument("pool properties: handle types: Win32 handles exist only on Windows");
+        return kProperties.invalid("handle types: Win32 handles exist only on Windows");
 #endif
     return ok();
 }

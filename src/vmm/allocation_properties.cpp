@@ -69,24 +69,24 @@ AllocationProperties AllocationProperties::with_gpu_direct_rdma(bool capable) co
     return copy;
 }
 
-Result<void> detail::check_location_and_handle_types(const Location& location, HandleType types, const char* what,
-                                                     const char* entry) {
-    const std::string name(what);
-    CUDYN_TRY(location.validate((name + ": location").c_str()));
+Result<void> detail::check_location_and_handle_types(const Location& location, HandleType types,
+                                                     const Operation& what, const char* entry) {
+    CUDYN_TRY(location.validate((std::string(what.name()) + ": location").c_str()));
     if (location.kind() == LocationKind::HostNumaCurrent)
-        return Error::invalid_argument(name + ": location: " + entry +
-                                       " does not take host NUMA current; name the node (Location::host_numa(n))");
+        return what.invalid(std::string("location: ") + entry +
+                            " does not take host NUMA current; name the node (Location::host_numa(n))");
     const auto bits = static_cast<unsigned>(types);
     if ((bits & ~kKnownHandleTypes) != 0)
-        return Error::invalid_argument(name + ": handle types: unknown bits " + hex(bits & ~kKnownHandleTypes));
+        return what.invalid("handle types: unknown bits " + hex(bits & ~kKnownHandleTypes));
     return ok();
 }
 
 Result<void> AllocationProperties::validate() const {
-    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, "allocation properties", "cuMemCreate"));
+    constexpr detail::Operation kProperties{"allocation properties"};
+    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, kProperties, "cuMemCreate"));
     if (location_.kind() == LocationKind::Host && handle_types_ != HandleType::None)
-        return Error::invalid_argument("allocation properties: handle types: plain host allocations are not "
-                                       "shareable (the driver wants none); use a host NUMA node");
+        return kProperties.invalid("handle types: plain host allocations are not shareable (the driver wants "
+                                   "none); use a host NUMA node");
     return ok();
 }
 

@@ -11,6 +11,8 @@
 #include "cudyn/vmm/memory_access.hpp"
 #include "cudyn/vmm/physical_memory.hpp"
 
+#include "core/internal.hpp"
+
 #include <cuda.h>
 
 #include <cstddef>
@@ -99,10 +101,10 @@ struct VmmAccess {
 // ---- creation -----------------------------------------------------------------------------
 
 // What every creation that takes a location and handle types (cuMemCreate,
-// cuMemPoolCreate) refuses before the driver, as InvalidArgument starting
-// with `what`: a negative id, host NUMA current (`entry` does not take it),
-// handle-type bits cudyn does not know.
-Result<void> check_location_and_handle_types(const Location& location, HandleType types, const char* what,
+// cuMemPoolCreate) refuses before the driver, as InvalidArgument from
+// `what` (the properties checked): a negative id, host NUMA current (`entry`
+// does not take it), handle-type bits cudyn does not know.
+Result<void> check_location_and_handle_types(const Location& location, HandleType types, const Operation& what,
                                              const char* entry);
 
 // cuMemGetAllocationGranularity without the validation and support checks.

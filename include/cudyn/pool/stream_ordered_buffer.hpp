@@ -33,9 +33,9 @@ public:
     StreamOrderedMemory() noexcept = default;
 
     // `count` * `element_size` bytes on `stream`, from `pool` (null: the
-    // current pool of the stream's device, cuMemAllocAsync). The memory
-    // keeps the stream's context: an owned Stream's (shared, no driver call),
-    // else the calling thread's current one.
+    // current pool of the stream's device, cuMemAllocAsync). A created
+    // Stream keeps the context alive for it (no retain of its own); on any
+    // other stream the calling thread's current context is retained.
     static Result<StreamOrderedMemory> allocate(std::size_t count, std::size_t element_size, const MemoryPool* pool,
                                                 StreamRef stream);
 
