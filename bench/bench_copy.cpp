@@ -1,12 +1,8 @@
-// cudyn-bench — copy plans: 1,000 copies of 4 KiB from pinned host memory to
-// the device, each round ending with a stream synchronize, as a CopyPlan
-// against the same copies issued raw: one cuMemcpyBatchAsync call (the ABI
-// the plan takes on this driver) and a loop of cuMemcpyHtoDAsync_v2.
-//
-// The raw side calls the function pointers of cudyn's table directly, with
-// arrays built once outside the timed rounds, as the plan is built once: what
-// is compared is executing the plan (cudyn's path choice, the Result) against
-// the bare call. Rounds alternate which side goes first (compare_loops).
+// cudyn-bench — copy plans: many small copies from pinned host memory to the
+// device as one CopyPlan against the same copies issued raw, as one
+// cuMemcpyBatchAsync call (the ABI the plan takes on this driver) and as a
+// loop of cuMemcpyHtoDAsync_v2. Both sides build their arrays once, outside
+// the timed rounds, so what is compared is executing the plan.
 #include "harness.hpp"
 
 #include "cudyn/memory/copy_plan.hpp"

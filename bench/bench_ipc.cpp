@@ -1,16 +1,8 @@
-// cudyn-bench — inter-process sharing cases (issue 5): the legacy IPC handle
-// of cuMemAlloc memory exported in this process and opened in a fresh one,
-// through cudyn against the same entries called raw (the table's pointers,
-// no checks, no RAII), in the same run.
-//
-//   ipc/get-mem-handle    IpcMemoryDescriptor::export_buffer vs cuIpcGetMemHandle   (raw H200: ~8 us)
-//   ipc/export-range      IpcMemoryDescriptor::export_range vs cuMemGetAddressRange + cuIpcGetMemHandle
-//   ipc/open-mem-handle   ImportedIpcMemory::open vs cuIpcOpenMemHandle, in a child process (raw H200: ~110 us)
-//
-// Targets: within 1.05x of raw. The open case runs in a child (a process
-// cannot open its own handle): the parent keeps the allocation, passes the
-// descriptor in CUDYN_BENCH_IPC_DESCRIPTOR (hex) and the child alternates
-// blocks of raw and cudyn opens (each followed by an untimed close).
+// cudyn-bench — inter-process sharing cases: the legacy IPC handle of
+// cuMemAlloc memory exported here and opened in a fresh process (a process
+// cannot open its own handle), through cudyn against the same entries called
+// raw (the table's pointers, no checks, no RAII), in the same run.
+// bench/README.md lists the cases and their targets.
 #include "harness.hpp"
 
 #include <sys/resource.h>

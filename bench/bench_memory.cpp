@@ -1,13 +1,8 @@
-// cudyn-bench — memory cases (issue 3): cudyn's buffers, zero-copy, managed
-// prefetch and prefetch plans against the same driver entries called raw, in
-// the same run.
-//
-// The raw side calls the function pointers of cudyn's table directly (the
-// pointers cuGetProcAddress_v2 returned: bench_loader.cpp shows an indirect
-// call through them costs what a direct call does), with none of cudyn's
-// checks, Results or RAII. Kernels are the PTX ones of tests/support/
-// ptx_kernels.hpp, JIT-compiled by the driver. Samples alternate which side
-// runs first; the first pair is a warm-up and is not counted.
+// cudyn-bench — memory cases: cudyn's buffers, zero-copy, managed prefetch
+// and prefetch plans against the same driver entries called raw (the table's
+// function pointers, none of cudyn's checks, Results or RAII), in the same
+// run. Kernels are the PTX ones of tests/support/ptx_kernels.hpp; samples
+// alternate which side runs first, the first pair a warm-up.
 #include "harness.hpp"
 
 #include "../tests/support/ptx_kernels.hpp"

@@ -1,19 +1,8 @@
-// cudyn-bench — virtual memory management cases (issue 4): AddressRange /
+// cudyn-bench — virtual memory management cases: AddressRange /
 // PhysicalMemory / MappedRange / GrowableBuffer against the same driver
-// entries called raw (the table's pointers, no checks, no RAII), in the same
-// run.
-//
-//   vmm/cycle-2MiB     reserve + create + map + access + teardown of one granule
-//   vmm/map-unmap      map + access + unmap of an existing allocation (target <= 1.05x)
-//   vmm/unmap-idle-wait  the same, cudyn's unmap waiting for the idle device: the
-//                      wait's cost (target < 2 us)
-//   vmm/grow-16GiB     growing to 16 GiB in 256 MiB steps: GrowableBuffer vs raw VMM
-//                      (target <= 1.1x) vs alloc + copy + free (target >= 100x slower)
-//
-// --iterations sets the cycles per sample of the first two and the number of
-// 256 MiB steps of the third (64 by default: 16 GiB). The growth is scaled
-// down, for all three sides alike, where the device has too little free
-// memory for alloc + copy + free (which needs the old and new buffers at once).
+// entries called raw (the table's pointers, no checks, no RAII), and growth
+// by remapping against alloc + copy + free, in the same run. bench/README.md
+// lists the cases and their targets.
 #include "harness.hpp"
 
 #include "cudyn/vmm/address_range.hpp"

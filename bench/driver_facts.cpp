@@ -1,19 +1,10 @@
-// cudyn-driver-facts — what the real driver does about work that is still
-// running: when each no-stream call returns against when its work is done,
-// which release calls wait for a kernel that still uses the memory, what the
-// legacy default stream waits for, and what an idle synchronize costs.
-//
-// These are the facts cudyn's synchronous calls and teardown rules rest on,
-// and the ones the fake driver models (tests/fakecuda). Every call goes
-// through cudyn's raw table, never through the library's memory types, so
-// the answers are the driver's own.
-//
-//   cudyn-driver-facts            every scenario, each in a fresh process
-//   cudyn-driver-facts NAME       one scenario in this process
-//
-// A scenario that races a release against a kernel may lose the context
-// (CUDA_ERROR_ILLEGAL_ADDRESS): that is its answer, and why each one runs in
-// a process of its own. Output: one "fact ..." line per measurement.
+// cudyn-driver-facts — what the real driver does about work still running:
+// when each no-stream call returns against when its work is done, which
+// releases wait for a kernel using the memory, what the legacy stream waits
+// for. cudyn's synchronous calls and teardown rest on these facts and the fake
+// driver models them. Every scenario runs in a process of its own (a race may
+// lose the context) and prints "fact ..." lines; `cudyn-driver-facts NAME`
+// runs one in this process.
 #include "cudyn/cudyn.hpp"
 #include "../tests/support/ptx_kernels.hpp"
 

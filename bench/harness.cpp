@@ -66,10 +66,20 @@ const char* to_string(Status status) {
 
 // --- options -------------------------------------------------------------------
 
+// Next to the executable, in the build folder: not in whatever folder it runs
+// from (a checkout's root, where a results file would get committed).
+std::string default_json_path() {
+    char exe[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const std::string path(exe, n > 0 ? static_cast<std::size_t>(n) : 0);
+    const std::size_t slash = path.rfind('/');
+    return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/cudyn-bench.json";
+}
+
 struct Options {
     Settings settings;
     std::string filter;
-    std::string json_path = "cudyn-bench.json";
+    std::string json_path = default_json_path();
     bool list = false;
     bool help = false;
 };
@@ -83,7 +93,8 @@ void print_usage(std::FILE* to) {
                  "prints raw time, cudyn time and their ratio (cudyn / raw).\n"
                  "\n"
                  "  --filter SUBSTRING  run only the cases whose name contains SUBSTRING\n"
-                 "  --json PATH         write the results as JSON to PATH (default: cudyn-bench.json)\n"
+                 "  --json PATH         write the results as JSON to PATH (default: cudyn-bench.json\n"
+                 "                      next to this executable)\n"
                  "  --list              list the cases and exit\n"
                  "  --repetitions N     timed repetitions per side of in-process cases (default: per case)\n"
                  "  --iterations N      operations per repetition of in-process cases (default: per case)\n"

@@ -1,16 +1,9 @@
 // cudyn-bench — the harness: case registry, timing helpers, child processes,
-// the table on stdout and the JSON file.
-//
-// A benchmark case compares one operation done through cudyn with the same
-// operation done on the raw driver, in the same run, and reports both times
-// and their ratio (cudyn / raw). Cases live in one source file per group
-// (bench_loader.cpp, ...) and register themselves with a namespace-scope
-// CaseRegistrar; the sources are compiled into the executable itself (not a
-// static library), so the registrars always run.
-//
-// Cases that must measure a fresh process (first use of the driver) register
-// a child entry point as well: the harness re-executes itself
-// (/proc/self/exe --child NAME), and the child prints one result line.
+// the table on stdout and the JSON file. A case times one operation through
+// cudyn and the same operation on the raw driver, in the same run, and
+// reports both and their ratio; cases register themselves at namespace scope
+// (CaseRegistrar), and those that must measure a fresh process register a
+// child the harness re-executes (/proc/self/exe --child NAME).
 #pragma once
 
 #include <algorithm>

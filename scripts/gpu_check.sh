@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Run on a GPU machine: build with benchmarks, run the gpu suite, cudyn-info, the
-# examples and cudyn-bench, and put the logs in ${OUT:-gpu-out}. Used for the figures in the
-# issue notes and the README.
+# examples and cudyn-bench, and put the logs in ${OUT:-gpu-out}. Used for the figures in
+# docs/measurements and the README.
+#   BENCH=0             no benchmarks
+#   BENCH_ARGS="..."    cudyn-bench's options (e.g. --filter vmm/)
+#   BENCH_RUNS=N        N fresh cudyn-bench processes (scripts/bench_repeat.py: the
+#                       median per case; each run's JSON in $OUT/bench-runs) instead of one
+#   BENCH_TIMEOUT=S     seconds per cudyn-bench process (default 300)
 set -uo pipefail
 out="${OUT:-$PWD/gpu-out}"
 mkdir -p "$out"
@@ -39,6 +44,9 @@ python3 scripts/test_summary.py "$build/meson-logs/testlog.json" | tee -a "$out/
         done
     fi
 } 2>&1 | tee "$out/examples.log"
-if [ "${BENCH:-1}" = 1 ]; then
+if [ "${BENCH:-1}" = 1 ] && [ "${BENCH_RUNS:-1}" -gt 1 ]; then
+    timeout "$(( ${BENCH_TIMEOUT:-300} * BENCH_RUNS ))" python3 scripts/bench_repeat.py "$build/bench/cudyn-bench" \
+        --runs "$BENCH_RUNS" --out "$out/bench-runs" -- ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
+elif [ "${BENCH:-1}" = 1 ]; then
     (cd "$out" && timeout "${BENCH_TIMEOUT:-300}" "$build/bench/cudyn-bench" ${BENCH_ARGS:-} --json "$out/bench.json") 2>&1 | tee "$out/bench.txt"
 fi

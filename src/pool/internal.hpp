@@ -18,7 +18,7 @@
 namespace cudyn::detail {
 
 // MemoryPool's one friend: the entry points through which other sources
-// (share/) build pools.
+// (share/) build pools and mark them exported.
 struct PoolAccess {
     // The importer's MemoryPool of an exported pool: owned (destroyed with
     // it), living at `location`, with the exporter's `origin` and the handle
@@ -41,6 +41,9 @@ struct PoolAccess {
     static MemoryPool borrowed(CUmemoryPool pool, const Location& location, HandleType types) noexcept {
         return MemoryPool(pool, false, location, types);
     }
+    // Notes that export_pool_fd / export_pool_fabric shared the pool
+    // (MemoryPool::exported).
+    static void mark_exported(const MemoryPool& pool) noexcept { pool.held_->exported.value.store(true); }
 };
 
 // Marks a pool the driver cannot destroy safely (one whose fabric export the

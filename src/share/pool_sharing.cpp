@@ -137,6 +137,7 @@ Result<PoolFdDescriptor> export_pool_fd(const MemoryPool& pool) {
     int fd = -1;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020, static_cast<void*>(&fd),
                           pool.handle(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
+    detail::PoolAccess::mark_exported(pool);
     return PoolFdDescriptor{FileDescriptor(fd), share_info(pool)};
 #endif
 }
@@ -202,6 +203,7 @@ Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool) {
         detail::keep_pool_from_destroy(pool.handle());
         return detail::fabric_error(std::move(exported).error(), kOperation);
     }
+    detail::PoolAccess::mark_exported(pool);
     descriptor.info_ = share_info(pool);
     return descriptor;
 }
@@ -251,6 +253,11 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, CUdevi
     if (address == 0 || bytes == 0)
         return Error::invalid_argument(std::string(kOperation) + ": a null address or a size of 0");
     CUDYN_TRY(detail::check_address_range(address, bytes, kOperation));
+    // The driver refuses (INVALID_VALUE) the pointer of a pool never exported.
+    if (!pool.exported())
+        return Error::invalid_argument(std::string(kOperation) +
+                                       ": the pool was not exported yet; export the pool (export_pool_fd / "
+                                       "export_pool_fabric) before its pointers");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolExportPointer_v11020));
     CUdeviceptr base = 0;
     std::size_t allocation = 0;

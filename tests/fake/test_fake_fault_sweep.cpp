@@ -442,6 +442,7 @@ std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEv
                  cudyn::PoolProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor)));
              auto stream = take(cudyn::Stream::create());
              auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+             (void)take(cudyn::export_pool_fd(pool));  // the pool first, as the driver requires
              t.operation([&] { return cudyn::export_pool_pointer(pool, buffer); });
              (void)take(cudyn::export_pool_pointer(pool, buffer));
              require_ok(buffer.free());

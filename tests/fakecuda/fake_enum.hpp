@@ -1,11 +1,6 @@
-// fake_enum.hpp — reading enum-typed arguments as plain integers.
-//
-// Callers may pass any value in a CUresult / CUdevice_attribute /
-// CUpointer_attribute / CUmem_advise / CUmem_range_attribute argument (tests
-// do, to see CUDA_ERROR_INVALID_VALUE). Loading an out-of-range value through
-// the enum type is what clang's -fsanitize=enum (part of
-// -fsanitize=undefined) reports, so the fake reads such arguments through
-// their bytes and works on int.
+// fake_enum.hpp — enum-typed arguments read as plain integers: tests pass
+// out-of-range values to see INVALID_VALUE, and loading one through the enum
+// type is what clang's -fsanitize=enum reports, so the fake reads their bytes.
 #ifndef CUDYN_TESTS_FAKECUDA_FAKE_ENUM_HPP
 #define CUDYN_TESTS_FAKECUDA_FAKE_ENUM_HPP
 

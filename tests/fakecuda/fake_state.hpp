@@ -1,23 +1,8 @@
-// fake_state.hpp — shared internals of the fake libcuda.so.1 drivers.
-//
-// Every source of the fake includes this header first. It
-//   * selects the variant (FAKECUDA_VARIANT_* from the build) and derives what
-//     the variant exports from its driver version (FAKE_HAS(v));
-//   * includes cuda.h in "driver build" mode so the old v1 ABIs are declared
-//     and no name is remapped (cuMemAlloc stays cuMemAlloc);
-//   * holds the one emulation state: devices, contexts, allocations, streams,
-//     events, logs, counters, fault rules — all behind one mutex;
-//   * provides FAKE_ENTER, the prologue every exported cu* entry starts with
-//     (call counting, deinit/stub answers, fault injection, init check).
-//
-// Adding an entry point (e.g. the future fakecuda_vmm.cpp / fakecuda_ipc.cpp):
-//   FAKE_API CUresult CUDAAPI cuMemMap(...) {
-//       FAKE_ENTER(fake::kNeedsInit);
-//       ... work on fake::state() (the lock is held until return) ...
-//   }
-// and list it in fakecuda_registry.cpp so cuGetProcAddress finds it.
-// VMM mappings should be put into State::allocs with Kind::VmmMapped so copies,
-// memsets and pointer queries see them; count VMM objects in vmm_objects.
+// fake_state.hpp — what every source of the fake libcuda.so.1 includes first:
+// the variant and what it exports (FAKE_HAS), cuda.h in driver-build mode (v1
+// ABIs declared, no name remapped), the one emulation state behind one mutex,
+// and FAKE_ENTER, the prologue of every exported cu* entry. A new entry starts
+// with FAKE_ENTER and gets a row in fakecuda_registry.cpp.
 #ifndef CUDYN_TESTS_FAKECUDA_FAKE_STATE_HPP
 #define CUDYN_TESTS_FAKECUDA_FAKE_STATE_HPP
 
@@ -148,9 +133,9 @@ enum class Kind {
     Host,        // cuMemHostAlloc
     Managed,     // cuMemAllocManaged
     Registered,  // cuMemHostRegister (memory owned by the caller)
-    VmmMapped,   // reserved for the VMM emulation: a mapped piece of a reserved range
+    VmmMapped,   // a mapped piece of a VMM reservation (fakecuda_vmm.cpp)
     IpcOpened,   // cuIpcOpenMemHandle: another process's cuMemAlloc memory mapped here
-    Pool,        // cuMemAllocAsync / cuMemAllocFromPoolAsync block, or cuMemPoolImportPointer (fakecuda_pools.cpp)
+    Pool,        // cuMemAllocAsync / cuMemAllocFromPoolAsync block, or cuMemPoolImportPointer (fakecuda_pool_alloc.cpp)
 };
 
 // A location as the managed-memory state stores it.
@@ -183,7 +168,7 @@ struct Allocation {
     void* alias_mapping = nullptr;
     unsigned long long buffer_id = 0;
     int shared_fd = -1;               // cuMemAlloc memory: the memfd behind it, named by IPC handles (closed with it)
-    // VMM (future): the reserved range this mapping lies in, for
+    // VMM: the reserved range this mapping lies in, for
     // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR/_SIZE; 0 = the allocation itself.
     std::uintptr_t range_base = 0;
     std::size_t range_size = 0;
@@ -199,7 +184,7 @@ struct Allocation {
 struct Device {
     std::array<int, CU_DEVICE_ATTRIBUTE_MAX> attr{};
     CUctx_st primary{};
-    unsigned long long bytes_in_use = 0;  // cuMemAlloc (and later VMM physical) bytes
+    unsigned long long bytes_in_use = 0;  // cuMemAlloc, VMM physical memory and pool reservations
 };
 
 struct FaultRule {
@@ -482,7 +467,7 @@ CUresult check_location(const State& st, const CUmemLocation& loc, bool for_pref
 // Resolve HOST_NUMA_CURRENT etc. to the form the range state stores.
 Loc normalize_location(const CUmemLocation& loc);
 
-// ---- stream-ordered allocation and memory pools (fakecuda_pools.cpp) ------------
+// ---- stream-ordered allocation and memory pools (fakecuda_pool_alloc.cpp) -------
 // A freed block's address is gone for API calls at once, but stream work
 // enqueued before the free may still use the bytes until the free's position
 // in its stream has run. Stream work therefore names the memory it touches by

@@ -1,32 +1,7 @@
-// fakecuda_dmabuf.cpp — cuMemGetHandleForAddressRange (CUDA 11.7) with
-// CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, on Linux (elsewhere
-// fakecuda_vmm_unsupported.cpp answers CUDA_ERROR_NOT_SUPPORTED).
-//
-// What the driver accepts and refuses is the H200's with driver 580
-// (docs/measurements/h200-2026-11-25-batch-dmabuf-hostvmm-pointers.md) and
-// cuda.h's description of the entry:
-//   - address and size aligned to the host page size, size non-zero, the
-//     range inside one cuMemAlloc allocation, or inside one reservation and
-//     wholly mapped by physical memory on one device with identical
-//     properties; else CUDA_ERROR_INVALID_VALUE (an offset of 100 bytes, a
-//     range past the allocation's end were measured);
-//   - pinned host memory (cuMemHostAlloc) only where the device reports
-//     HOST_ALLOC_DMA_BUF_SUPPORTED (0 on the H200: INVALID_VALUE there);
-//     registered, managed, host-VMM, pool and IPC-opened memory
-//     CUDA_ERROR_INVALID_VALUE (cuda.h names only cuMemAlloc, mapped
-//     reservations and cuMemHostAlloc; managed and host VMM were measured);
-//   - DMA_BUF_SUPPORTED 0 on the memory's device: CUDA_ERROR_NOT_SUPPORTED;
-//   - flags: CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE is
-//     CUDA_ERROR_NOT_SUPPORTED (as on the H200) unless
-//     fakecuda_set_dma_buf_pcie(1) says this machine has the PCIe (BAR1)
-//     mapping; other bits CUDA_ERROR_NOT_SUPPORTED (flags 7 measured). The
-//     range is judged first, the flags after it.
-//
-// The descriptor is a memfd of the range's size named "dmabuf:" (its
-// /proc/self/fd link reads "/memfd:dmabuf: (deleted)" where a real one reads
-// "/dmabuf:"), mode 0600 as measured. It is not a dma-buf: no importer takes
-// it and its bytes are not the memory's. Like a real one it outlives the
-// memory (freeing the allocation while the descriptor is open is fine).
+// fakecuda_dmabuf.cpp — cuMemGetHandleForAddressRange (11.7+) with the
+// DMA_BUF_FD handle type, Linux only: the descriptor is a memfd of the range's
+// size, so cudyn's dma-buf export runs without a GPU. Elsewhere
+// fakecuda_vmm_unsupported.cpp answers NOT_SUPPORTED.
 #include "fake_state.hpp"
 
 #include <sys/mman.h>
@@ -45,7 +20,13 @@ using fake::State;
 
 constexpr unsigned long long kPcie = CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE;
 
-// CUDA_SUCCESS when [p, p + n) is memory the driver exports, else why not.
+// CUDA_SUCCESS when [p, p + n) is memory the driver exports, else why not, as
+// cuda.h describes the entry and driver 580 on an H200 answered
+// (docs/measurements/h200-2026-11-25-batch-dmabuf-hostvmm-pointers.md):
+// cuMemAlloc memory, or a reservation wholly mapped by device memory of one
+// device and identical properties; pinned host memory only where the device
+// reports HOST_ALLOC_DMA_BUF_SUPPORTED; registered, managed, host-VMM, pool
+// and IPC-opened memory INVALID_VALUE; DMA_BUF_SUPPORTED 0 NOT_SUPPORTED.
 CUresult exportable(State& st, std::uintptr_t p, std::size_t n) {
     CUmemLocation backing{};
     switch (fake::vmm_backing(st, p, n, &backing)) {
@@ -72,6 +53,11 @@ CUresult exportable(State& st, std::uintptr_t p, std::size_t n) {
 
 }  // namespace
 
+// The range (page-aligned, non-empty, exportable) is judged first, the flags
+// after it: PCIE only where fakecuda_set_dma_buf_pcie(1) said the machine has
+// the mapping, other bits NOT_SUPPORTED. The descriptor is a memfd named
+// "dmabuf:", mode 0600 as a real one: not a dma-buf (nothing imports it, its
+// bytes are not the memory's), and like one it outlives the memory.
 FAKE_API CUresult CUDAAPI cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
                                                         CUmemRangeHandleType handleType, unsigned long long flags) {
     FAKE_ENTER(fake::kNeedsInit);

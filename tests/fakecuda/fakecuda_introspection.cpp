@@ -1,7 +1,7 @@
 // fakecuda_introspection.cpp — the fakecuda_* functions of fakecuda_probe.h.
 // Not cu* entries: no prologue, not counted, and they work in every variant
 // (the stub included) and before cuInit.
-#include "fake_state.hpp"
+#include "fake_pools.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -228,4 +228,55 @@ FAKE_API void fakecuda_clear_logs(void) {
     l.st.proc_requests.clear();
     l.st.advice_log.clear();
     l.st.prefetch_log.clear();
+}
+
+// ---- memory pools ---------------------------------------------------------------------------------
+
+using fake::mempool::Pool;
+using fake::mempool::pools;
+
+FAKE_API long fakecuda_live_pools(void) {
+    Locked l;
+    long n = 0;
+    for (const Pool* pool : pools().all) n += (!pool->is_default && !pool->destroyed) ? 1 : 0;
+    return n;
+}
+
+FAKE_API long fakecuda_pending_pool_destroys(void) {
+    Locked l;
+    long n = 0;
+    for (const Pool* pool : pools().all) n += pool->destroyed ? 1 : 0;
+    return n;
+}
+
+FAKE_API long fakecuda_live_pool_blocks(void) {
+    Locked l;
+    long n = 0;
+    for (const auto& kv : l.st.allocs) n += kv.second.kind == fake::Kind::Pool ? 1 : 0;
+    return n;
+}
+
+FAKE_API unsigned long long fakecuda_pool_reserved_bytes(void* pool) {
+    Locked l;
+    unsigned long long n = 0;
+    for (const Pool* p : pools().all)
+        if (pool == nullptr || pool == p) n += p->reserved;
+    return n;
+}
+
+FAKE_API int fakecuda_pool_free_ranges(void* pool, unsigned long long* addresses, unsigned long long* sizes,
+                                       int capacity) {
+    Locked l;
+    auto* p = static_cast<Pool*>(pool);
+    if (pools().all.count(p) == 0) return -1;
+    int n = 0;
+    for (const auto& kv : p->segments) {
+        if (kv.second.block != 0) continue;
+        if (n < capacity) {
+            if (addresses) addresses[n] = kv.first;
+            if (sizes) sizes[n] = kv.second.size;
+        }
+        ++n;
+    }
+    return n;
 }

@@ -1,38 +1,9 @@
-// fakecuda_ipc.cpp — inter-process sharing: legacy memory handles
-// (cuIpcGetMemHandle / cuIpcOpenMemHandle[_v2] / cuIpcCloseMemHandle) and
-// interprocess events (cuIpcGetEventHandle / cuIpcOpenEventHandle), so that
-// two processes on a CPU-only machine really share bytes and event state.
-//
-// Memory: cuMemAlloc memory is a memfd mapped MAP_SHARED (fakecuda_memory.cpp
-// asks shareable_memory_fd() for it). A handle names it as "pid + fd" plus the
-// memfd's inode: the importer opens /proc/<pid>/fd/<fd> (same user, no ptrace
-// attach needed), checks the inode (a freed allocation's fd number may have
-// been reused), and maps the file MAP_SHARED. Answers as the driver:
-//   opening in the exporting process     CUDA_ERROR_INVALID_CONTEXT
-//   the same handle twice in one context CUDA_ERROR_ALREADY_MAPPED
-//   a handle of freed memory, an exporter that exited, garbage bytes
-//                                         CUDA_ERROR_INVALID_VALUE
-//   flags other than CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS  CUDA_ERROR_INVALID_VALUE
-// Opened memory is tracked as Kind::IpcOpened (so copies, sets and pointer
-// queries see it, cuMemFree refuses it, and fakecuda_live_allocations counts
-// it) until cuIpcCloseMemHandle or the context's destruction.
-//
-// Events: a CU_EVENT_INTERPROCESS event keeps its state in a memfd page
-// (record and completion sequence numbers, atomics), named by its handle the
-// same way; an opened event maps the same page, so a record in one process is
-// seen by a query or wait in another. A record is pending from the record
-// call until the stream reaches it (its marker runs on the fake's worker),
-// and longer while fakecuda_hold_events(1) is on in the recording process:
-// its records then stay pending (cuEventQuery: NOT_READY; waits block) until
-// fakecuda_hold_events(0). Waits are bounded: a pending record whose process
-// died gives CUDA_ERROR_LAUNCH_FAILED, one pending for 60 s
-// CUDA_ERROR_LAUNCH_TIMEOUT. A waiting entry releases the fake's lock (it
-// polls the shared page), so other threads of the process go on.
-// Opened events count in fakecuda_live_events and, as IPC objects, in
-// fakecuda_live_allocations.
-//
-// Linux only (memfd, /proc); elsewhere the entries answer CUDA_ERROR_NOT_SUPPORTED
-// and interprocess events work within their process only.
+// fakecuda_ipc.cpp — legacy IPC memory handles (cuIpcGetMemHandle /
+// cuIpcOpenMemHandle / cuIpcCloseMemHandle) and interprocess events between
+// real processes, so cudyn's sharing runs without a GPU: memory and event
+// state live in memfds another process maps through /proc/<pid>/fd. Linux
+// only; elsewhere the entries answer NOT_SUPPORTED and interprocess events
+// stay within their process.
 #include "fake_state.hpp"
 
 #if defined(__linux__)
@@ -53,7 +24,12 @@
 
 namespace fake {
 
-// The state of one interprocess event, in a shared page.
+// The state of one interprocess event, in a memfd page its handle names as a
+// memory handle names memory: a record in one process is seen by a query or
+// wait in another. A record is pending until its stream reaches it, and while
+// fakecuda_hold_events(1) holds it. Waits poll the page with the lock
+// released, bounded: LAUNCH_FAILED when the recorder died with a record
+// pending, LAUNCH_TIMEOUT after 60 s. Opened events count as IPC objects.
 struct SharedEvent {
     char magic[8];
     std::atomic<std::uint64_t> recorded;   // sequence number of the last record
@@ -79,7 +55,14 @@ constexpr char kMemMagic[8] = {'F', 'A', 'K', 'E', 'I', 'P', 'M', '1'};
 constexpr char kEventMagic[8] = {'F', 'A', 'K', 'E', 'I', 'P', 'E', '1'};
 constexpr char kPageMagic[8] = {'F', 'A', 'K', 'E', 'E', 'V', 'T', '1'};
 
-// What a CUipcMemHandle holds.
+// What a CUipcMemHandle holds: the exporter's memfd as pid + fd, and its
+// inode (a freed allocation's fd number may be reused). The importer opens
+// /proc/<pid>/fd/<fd> (same user, no ptrace attach) and maps it MAP_SHARED.
+// Answers as the driver's: opened in the exporting process INVALID_CONTEXT;
+// the same handle twice in one context ALREADY_MAPPED; freed memory, an
+// exporter that exited, garbage bytes, or flags other than
+// CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS INVALID_VALUE. Opened memory is a
+// Kind::IpcOpened allocation until cuIpcCloseMemHandle or its context goes.
 struct MemBlob {
     char magic[8];
     std::int32_t pid;

@@ -1,11 +1,7 @@
-// fakecuda_legacy_abi.cpp — the unsuffixed 32-bit v1 ABIs (CUDA 2.x).
-//
-// A real driver still exports cuMemAlloc, cuMemFree, cuMemcpyHtoD, ... with
-// 32-bit sizes and pointers; cuda.h renames every use to the _v2 form. A
-// loader that dlsyms an unsuffixed name (the 32-bit v1 ABI), or asks
-// cuGetProcAddress for a version below 3020, lands here. These traps write no
-// outputs, say so on stderr and return CUDA_ERROR_NOT_SUPPORTED; tests can
-// also see them through fakecuda_call_count("cuMemAlloc").
+// fakecuda_legacy_abi.cpp — the unsuffixed 32-bit v1 ABIs (cuMemAlloc,
+// cuMemcpyHtoD, ...) a real driver still exports and cuda.h renames to _v2. A
+// loader that reaches one (dlsym of the bare name, cuGetProcAddress below
+// 3020) gets a trap: nothing written, a line on stderr, NOT_SUPPORTED.
 #include "fake_state.hpp"
 
 #include <cstdio>

@@ -1,12 +1,8 @@
 // fakecuda_managed.cpp — managed memory: allocation, advice (v1 CUdevice and
 // v2 CUmemLocation ABIs), prefetch (v1, v2, per-thread, batch) and range
-// attributes.
-//
-// Advice and prefetch state is kept per 4 KiB page run of each allocation
-// (ranges are rounded out to pages as the driver does), so
-// cuMemRangeGetAttribute answers for any sub-range, including "mixed".
-// Every successful call is also logged for fakecuda_advice_at /
-// fakecuda_prefetch_at.
+// attributes. State is kept per page run of each allocation, so
+// cuMemRangeGetAttribute answers for any sub-range ("mixed" included); every
+// successful call is logged for fakecuda_advice_at / fakecuda_prefetch_at.
 #include "fake_state.hpp"
 #include "fake_enum.hpp"
 

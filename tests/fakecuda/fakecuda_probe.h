@@ -1,28 +1,9 @@
 /*
  * fakecuda_probe.h — introspection API of the fake libcuda.so.1 test drivers.
- *
- * Every fake driver variant (emulated, cuda11, legacy, stub, broken) exports
- * these functions next to its cu* entry points. Tests reach them from the
- * driver the library already loaded, without linking against it:
- *
- *     void* h = dlopen(path, RTLD_NOLOAD | RTLD_NOW);
- *     PFN_fakecuda_call_count count =
- *         (PFN_fakecuda_call_count)dlsym(h, "fakecuda_call_count");
- *
- * All functions are thread-safe (one lock shared with the cu* entries).
- * Plain C so C and C++ tests alike can include it.
- *
- * Environment read when the library is loaded (dlopen time):
- *   FAKECUDA_DEVICES=N          number of devices, 0..8 (default 1)
- *   FAKECUDA_ATTR="89:0,102:0"  device attribute overrides (id:value), all devices
- *   FAKECUDA_FAIL="spec"        fault injection, same syntax as fakecuda_set_fail
- *   FAKECUDA_DRIVER_VERSION=N   version reported by cuDriverGetVersion and used by
- *                               cuGetProcAddress* (default: the variant's)
- *   FAKECUDA_NUMA_NODES=N       host NUMA nodes accepted in CUmemLocation (default 1)
- *   FAKECUDA_IMEX=0|1           whether fabric memory can be created (default 1)
- *   FAKECUDA_STREAM_DELAY_US=N  each piece of stream work starts N microseconds after
- *                               it could (default 0), widening the window in which
- *                               work is still pending (see fakecuda_set_stream_delay_us)
+ * Every variant exports these next to its cu* entries; tests reach them in the
+ * driver cudyn loaded, without linking it (dlopen with RTLD_NOLOAD, dlsym and
+ * the PFN_ types below). Thread-safe (the cu* entries' lock); plain C. The
+ * environment the fake reads when it loads is listed in README.md.
  */
 #ifndef CUDYN_TESTS_FAKECUDA_PROBE_H
 #define CUDYN_TESTS_FAKECUDA_PROBE_H
@@ -83,9 +64,9 @@ struct fakecuda_proc_record {
 };
 
 /* --- identity and lifetime ---------------------------------------------- */
-/* "emulated", "cuda11", "legacy", "stub" or "broken". */
+/* "emulated", "cuda12", "cuda11", "legacy", "stub" or "broken". */
 FAKECUDA_PROBE_API const char* fakecuda_variant(void);
-/* Driver version this fake reports (13000, 11080, 10010, ...). */
+/* Driver version this fake reports (13000, 12080, 11080, 10010, or FAKECUDA_DRIVER_VERSION). */
 FAKECUDA_PROBE_API int fakecuda_driver_version(void);
 /* Times the library's load-time constructor ran (1 once loaded). */
 FAKECUDA_PROBE_API int fakecuda_init_count(void);
@@ -190,8 +171,8 @@ FAKECUDA_PROBE_API int fakecuda_context_error(int device);
  * Non-zero: cuEventRecord of an interprocess event in this process leaves the
  * record pending, as if the GPU work before it were still running (cuEventQuery
  * answers CUDA_ERROR_NOT_READY and waits block, in every process that opened
- * the event). 0 completes every pending record and restores the default
- * (records complete at once: the emulated device's work is synchronous). */
+ * the event). 0 completes every held record and restores the default (a record
+ * completes when its stream reaches it). */
 FAKECUDA_PROBE_API void fakecuda_hold_events(int on);
 
 /* --- logs ------------------------------------------------------------------- */

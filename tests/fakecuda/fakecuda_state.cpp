@@ -132,8 +132,8 @@ void default_attributes(Device& d, int ordinal) {
     set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, 1);
     set(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, 100);
-    // IPC pools share memfds (fakecuda_pools.cpp): Linux only; elsewhere pools
-    // are not exportable.
+    // IPC pools share memfds (fakecuda_pool_sharing.cpp): Linux only;
+    // elsewhere pools are not exportable.
 #if defined(__linux__)
     // POSIX fds, and fabric handles from 12.3 (an H200 with driver 580 reads 0x9).
     set(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,

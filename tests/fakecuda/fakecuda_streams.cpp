@@ -1,24 +1,8 @@
-// fakecuda_streams.cpp — stream work that runs later, as on a GPU.
-//
-// Every stream (each context's legacy default stream, each thread's
-// per-thread default stream, every created stream) is a Queue of Work. One
-// worker thread, started by the first enqueue, runs the work: the head of
-// each queue once its dependencies are done and, with a delay configured, that
-// much later. Streams therefore run independently of each other and of the
-// calling threads, in their own order, as a GPU's do:
-//
-//   * the legacy stream waits for the work enqueued before on every blocking
-//     stream of its context (per-thread default and CU_STREAM_DEFAULT
-//     streams), and they wait for the legacy stream's; non-blocking streams
-//     wait for nothing implicitly;
-//   * cuStreamWaitEvent adds the event's last record as a dependency (in
-//     another process, through the shared event page: polled);
-//   * a task that finds its memory gone (freed, unmapped) answers an error:
-//     the context becomes sticky-failed with it (CUDA_ERROR_ILLEGAL_ADDRESS,
-//     as a GPU fault leaves a context), and the rest of its work is dropped.
-//
-// Waiting entries (synchronizations, releases that wait) release the fake's
-// lock while they wait (block_until), so the worker and other threads go on.
+// fakecuda_streams.cpp — stream work that runs later, as on a GPU: each
+// stream is a queue of work that one worker thread runs in order once its
+// dependencies are done (the legacy stream's implicit synchronization,
+// cuStreamWaitEvent), so calls return before their work ran and cudyn's
+// waits and teardown meet pending work.
 #include "fake_state.hpp"
 
 #include <algorithm>
@@ -42,7 +26,10 @@ bool dependencies_met(const Work& work, bool* polling) {
 }
 
 // The one worker: runs every queue's ready head, oldest-ready first, until
-// the process ends. Never joined (the state is never destroyed either).
+// the process ends. Never joined (the state is never destroyed either). A
+// task that finds its memory gone answers an error: its context fails with
+// it, sticky as a GPU fault leaves a context, and the rest of its work is
+// dropped.
 void worker_main() {
     State& st = state();
     std::unique_lock<std::mutex> lock(st.mu);

@@ -1,30 +1,8 @@
-// fakecuda_transfers.cpp — copies and sets, as stream work.
-//
-// Each call checks its arguments at once (CUDA_ERROR_INVALID_VALUE for an
-// address outside tracked memory, as before) and enqueues the work on its
-// stream: the no-stream forms on the legacy default stream (the _ptds forms
-// on the calling thread's per-thread stream). The work resolves its addresses
-// again when it runs; memory freed or unmapped in between fails the context
-// with CUDA_ERROR_ILLEGAL_ADDRESS.
-//
-// When the call returns follows the driver API's "API synchronization
-// behavior" rules, as measured on an H100 with driver 580
-// (docs/measurements/h100-2026-11-23-driver-facts.md):
-//
-//   no-stream copies  host -> host                       when done
-//                     device -> host (pageable, pinned)  when done
-//                     pinned host -> device              when done
-//                     pageable host -> device            once the source is staged (the device write may be pending)
-//                     device -> device                   at once
-//   no-stream sets    device memory                      at once
-//                     pinned host or managed memory      when done
-//   Async copies      a pageable source                  once the source is staged
-//                     a pageable destination             when done
-//                     otherwise                          at once
-//   Async sets                                           at once
-//
-// "Device" is device, VMM-mapped, IPC-opened and managed memory; "pinned" is
-// cuMemHostAlloc and registered memory; any other address is pageable.
+// fakecuda_transfers.cpp — copies, sets and copy batches as stream work: a
+// call checks its addresses at once (INVALID_VALUE outside tracked memory)
+// and enqueues the work, which finds its memory again when it runs (memory
+// gone by then fails the context with ILLEGAL_ADDRESS). When the call returns
+// follows the driver's synchronization rules (below).
 #include "fake_state.hpp"
 #include "fake_enum.hpp"
 
@@ -58,7 +36,25 @@ Side side_of(State& st, std::uintptr_t p) {
 
 bool on_host(Side side) { return side == Side::Pinned || side == Side::Pageable; }
 
-// When the call returns (see the table above).
+// When the call returns, by the driver API's "API synchronization behavior"
+// rules, as measured on an H100 with driver 580
+// (docs/measurements/h100-2026-11-23-driver-facts.md):
+//
+//   no-stream copies  host -> host                       when done
+//                     device -> host (pageable, pinned)  when done
+//                     pinned host -> device              when done
+//                     pageable host -> device            once the source is staged (the device write may be pending)
+//                     device -> device                   at once
+//   no-stream sets    device memory                      at once
+//                     pinned host or managed memory      when done
+//   Async copies      a pageable source                  once the source is staged
+//                     a pageable destination             when done
+//                     otherwise                          at once
+//   Async sets                                           at once
+//
+// "Device" is device, VMM-mapped, IPC-opened, managed and device-pool memory
+// (managed memory counts as pinned for sets); "pinned" is cuMemHostAlloc,
+// registered and host-pool memory; any other address is pageable.
 enum class Returns { AtOnce, Staged, WhenDone };
 
 Returns no_stream_copy(Side destination, Side source) {

@@ -1,23 +1,8 @@
-// fakecuda_vmm.cpp — virtual memory management, emulated with host virtual
-// memory (emulated and cuda11 variants; legacy, a CUDA 10.1 driver, has none).
-//
-//   cuMemAddressReserve   an inaccessible (PROT_NONE) anonymous mapping, aligned as asked
-//   cuMemCreate           a memfd of the requested size
-//   cuMemMap              the memfd mapped MAP_SHARED|MAP_FIXED over part of a reservation,
-//                         still PROT_NONE: mapped memory is inaccessible until cuMemSetAccess
-//   cuMemSetAccess        mprotect with the union of every location's flags
-//   cuMemUnmap            PROT_NONE anonymous memory mapped back over the range
-//   cuMemRelease          drops a handle reference; the memfd is closed when no
-//                         reference and no mapping remain (release while mapped is allowed)
-//   cuMemAddressFree      munmap; refused while anything is mapped in the range
-//
-// Granularity is 2 MiB (minimum and recommended). Sizes, addresses and
-// offsets are validated as the driver does (CUDA_ERROR_INVALID_VALUE).
-// Mapped ranges are also entered in State::allocs (Kind::VmmMapped) so
-// pointer queries see them; copies and sets reach them through vmm_check().
-//
-// Live reservations, physical allocations and mappings are counted in
-// State::vmm_objects (and so in fakecuda_live_allocations()).
+// fakecuda_vmm.cpp — virtual memory management on host virtual memory
+// (Linux; every variant but legacy, a CUDA 10.1 driver): reservations are
+// inaccessible mappings, physical memory is memfds mapped over them, so
+// cudyn's VMM types run without a GPU. Mapped ranges are State::allocs
+// entries (Kind::VmmMapped) that pointer queries, copies and sets see.
 #include "fake_state.hpp"
 
 #include <fcntl.h>
@@ -310,6 +295,19 @@ CUresult import_fd(State& st, int fd, CUmemGenericAllocationHandle* handle) {
 
 }  // namespace
 
+// How each entry is emulated:
+//   cuMemAddressReserve   an inaccessible (PROT_NONE) anonymous mapping, aligned as asked
+//   cuMemCreate           a memfd of the requested size
+//   cuMemMap              the memfd mapped MAP_SHARED|MAP_FIXED over part of a reservation,
+//                         still PROT_NONE: mapped memory is inaccessible until cuMemSetAccess
+//   cuMemSetAccess        mprotect with the union of every location's flags
+//   cuMemUnmap            PROT_NONE anonymous memory mapped back over the range
+//   cuMemRelease          drops a handle reference; the memfd is closed when no
+//                         reference and no mapping remain (release while mapped is allowed)
+//   cuMemAddressFree      munmap; refused while anything is mapped in the range
+// Granularity is 2 MiB (minimum and recommended); sizes, addresses and
+// offsets are checked as the driver checks them (INVALID_VALUE). Live
+// reservations, physical allocations and mappings count in State::vmm_objects.
 FAKE_API CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                                         CUmemAllocationGranularity_flags option) {
     FAKE_ENTER(fake::kNeedsInit);

@@ -1,11 +1,7 @@
-// fakecuda_vmm_unsupported.cpp — the VMM entry points where fakecuda_vmm.cpp's
-// emulation (memfd + mmap MAP_FIXED) does not exist, and the dma-buf export
-// (fakecuda_dmabuf.cpp) likewise: everywhere but Linux
-// (the Windows DLL built with MinGW). The same symbols are exported, as a real
-// driver exports them, and answer CUDA_ERROR_NOT_SUPPORTED after the usual
-// prologue; CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED and
-// DMA_BUF_SUPPORTED read 0 (fakecuda_state.cpp), so cudyn reports both as
-// unsupported.
+// fakecuda_vmm_unsupported.cpp — the VMM and dma-buf entries where their
+// emulation (memfd + mmap) does not exist: everywhere but Linux (the MinGW
+// DLL). Exported as a real driver exports them, they answer NOT_SUPPORTED,
+// and the VMM and DMA_BUF_SUPPORTED attributes read 0 (fakecuda_state.cpp).
 #include "fake_state.hpp"
 
 namespace fake {

@@ -1,24 +1,8 @@
-// cudyn — what every rank of a job can rely on: the rank records
-// (rank_record.hpp) of all ranks merged into their intersection, with the
-// ranks that lack each capability named. Part of the optional MPI component
-// (libcudyn-mpi); a pure function of the records, no MPI and no driver.
-//
-//     auto agreement = cudyn::mpi::agree_on_capabilities(records);  // records[r]: rank r's
-//     if (!agreement.common.fabric_handles)
-//         for (int rank : agreement.shortfall("fabric_handles")->lacking) ...
-//
-// The intersection runs over every device every rank reported: a capability
-// is common when each of those devices has it. A rank that reported no
-// device (no driver, no GPU, a failed probe) therefore lacks everything, and
-// a row some rank's cudyn did not know is not common either (that rank is
-// listed as unknown for it, apart from those that said no).
-//
-// The capability trials (capability_fingerprint.hpp) merge the same way: a
-// trial is common when it Works on every device of every rank, and the
-// ranks where it did not are named with the first outcome other than Works
-// among their devices. A rank that ran no trials (an older cudyn, trials not
-// asked for) is unknown for each, apart from the ranks where a trial did
-// not work; a rank with no device did not work (Skipped).
+// cudyn — what every rank of a job can rely on: all ranks' records merged
+// into their intersection, with the ranks that lack each capability or trial
+// named. A pure function of the records: no MPI, no driver. A rank that
+// reported no device lacks everything; a row or trial a rank's cudyn did not
+// know reads "unknown" for that rank, not "no".
 #pragma once
 
 #include "cudyn/device/capability_fingerprint.hpp"

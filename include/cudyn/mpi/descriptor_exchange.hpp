@@ -1,35 +1,9 @@
-// cudyn — sharing descriptors between the ranks of an MPI communicator:
-// every rank contributes one descriptor (or the reason it has none) and
-// receives each peer's, where the peer's can be used here, with a per-peer
-// status saying why not elsewhere. Part of the optional MPI component.
-//
-//     auto survey = cudyn::mpi::survey_ranks(MPI_COMM_WORLD);
-//     auto peers = cudyn::mpi::exchange_descriptors(MPI_COMM_WORLD, *survey,
-//                                                   cudyn::export_ipc_memory(buffer));
-//     for (auto& peer : *peers)
-//         if (peer.status == cudyn::mpi::PeerStatus::Received)
-//             auto opened = cudyn::import_ipc_memory(*peer.descriptor);
-//     MPI_Barrier(MPI_COMM_WORLD);  // every opener closed before an exporter frees
-//
-// Any descriptor that is plain bytes works: a type with to_bytes() (an array
-// of bytes) and static from_bytes(data, size) returning Result<itself>:
-// IpcMemoryDescriptor and IpcEventDescriptor (legacy IPC: same host only),
-// PoolPointerDescriptor (the pool itself is imported first, by its own
-// route), MemoryFabricDescriptor and PoolFabricDescriptor (fabric handles open on
-// other hosts of the same NVLink domain: DescriptorReach::AllRanks, and the
-// import says whether the fabric reaches). A descriptor that carries a file
-// descriptor (export_memory_fd, export_pool_fd with a POSIX handle) cannot
-// travel this way: the number means nothing in another process. Those go
-// through the descriptor channel between ranks on one host
-// (fd_channel.hpp, descriptor_transfer.hpp: SCM_RIGHTS over a Unix socket),
-// whose socket path this exchange can carry as bytes.
-//
-// Collective over the communicator, like survey_ranks, which must have
-// surveyed this communicator: every rank calls it with its own descriptor.
-// With DescriptorReach::SameHost the descriptors never leave their host: the
-// communicator is split by the survey's host numbers (MPI_Comm_split) and each
-// host's ranks gather their own (an MPI_Allgather of lengths, an
-// MPI_Allgatherv of the bytes); AllRanks gathers over the whole communicator.
+// cudyn — sharing descriptors between the ranks of an MPI communicator: every
+// rank contributes one descriptor (or the reason it has none) and receives
+// each peer's, with a per-peer status saying why one cannot be used here.
+// Any descriptor of plain bytes travels (to_bytes / from_bytes); one that
+// carries a file descriptor goes through the descriptor channel instead.
+// Collective, after survey_ranks on the same communicator.
 #pragma once
 
 #include "cudyn/core/error.hpp"

@@ -1,24 +1,8 @@
-// cudyn — which ranks of a job run on the same host: a host identity per
-// rank, and the ranks grouped by it. Part of the optional MPI component
-// (libcudyn-mpi); this header itself needs no MPI.
-//
-// The identity is the kernel's boot id (/proc/sys/kernel/random/boot_id) plus
-// the host name:
-//   * the boot id is a random 128-bit value drawn by the kernel at each boot,
-//     the same for every process under that kernel, containers included
-//     (/proc/sys/kernel/random is not namespaced). Two machines never share
-//     one, even when they were cloned from one image or carry the same host
-//     name, which is what sharing GPU memory needs: one kernel, one driver.
-//   * the host name separates containers that share a kernel but not their
-//     namespaces (two Kubernetes pods on one node have their own UTS name,
-//     and usually their own IPC and PID namespaces too, across which a
-//     legacy CUDA IPC open cannot be counted on). Such ranks are told
-//     "different host": a missed chance at worst, never a wrong promise.
-// A container may hide the boot id (a masked /proc, a sandbox with a kernel
-// of its own such as gVisor or Kata): the identity is then the host name
-// alone, and two machines with the same name would be taken for one host.
-// Whatever the grouping says, the open of a peer's descriptor is the real
-// test: a wrong "same host" ends as that open's error, reported per peer.
+// cudyn — which ranks of a job run on the same host: the kernel's boot id
+// (one per booted kernel, containers included) plus the host name (which
+// separates containers that share a kernel but not their namespaces). A
+// wrong "same host" can only end as the open's own error, reported per peer.
+// Needs no MPI.
 #pragma once
 
 #include <array>

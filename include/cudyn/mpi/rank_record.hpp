@@ -1,58 +1,8 @@
-// cudyn — what one rank of a job reports about its driver and devices: the
-// record every rank contributes to the capability agreement
-// (capability_agreement.hpp), as a value and as bytes. Part of the optional
-// MPI component (libcudyn-mpi); this header itself needs no MPI, so the same
-// records can travel over any transport.
-//
-// Ranks of one job may run different cudyn versions (a node image updated
-// before another), so the bytes are made to be read by older and newer
-// peers alike. Fields are only ever appended, and each part says how long it
-// is, so a reader takes the fields it knows and skips the rest:
-//
-//   header (16 bytes)
-//     magic[8]  "CUDYNRNK"
-//     u16       version: the writer's layout revision (1). Every append raises
-//               it; a reader never refuses a newer one, only an incompatible
-//               layout would take a new magic
-//     u16       rank part size in bytes (version 1: 112)
-//     u32       length of the whole record in bytes
-//   rank part
-//     u32 load state (LoadState's value)        u32 driver version (0: unknown)
-//     u32 visible devices (cuDeviceGetCount)    u16 device entries   u16 device entry size (version 1: 24)
-//     u16 capability rows                       u16 reserved
-//     u32 probe error (ErrorCode's value + 1; 0: the probe completed)
-//     u32 probe CUresult                        u32 reserved
-//     u8[16] boot id                            u8[64] host name, zero-padded
-//   capability table: one u32 CUdevice_attribute per capability row the
-//     writer knew, in the order of its device_capabilities.def
-//   device entries, each of the stated size
-//     u32 ordinal   u32 compute capability major   u32 minor   u32 reserved
-//     u64 capability bits: bit i = "yes" for row i of the table above
-//   fingerprint part (from version 2; a version-1 record ends before it)
-//     u32 part size in bytes, this field included
-//     u16 trial names                          u16 fingerprint entry size (version 2: 12 + trial names)
-//     trial names: each a u8 length (1..255) and that many bytes, the
-//       capability_trials.def field name ("vmm_posix_fd"; never renamed)
-//     fingerprint entries, one per device entry and in its order, each of the stated size
-//       u32 state: 0 no trials run, 1 the trials ran, ErrorCode's value + 2
-//           when fingerprint_device failed (its trials then read Skipped)
-//       u32 that failure's CUresult            u32 newest PTX ISA (major * 10 + minor; 0: none)
-//       u8 per trial name, in the names' order: TrialOutcome's value, 0xff
-//           for a trial not reported
-//   (a later version may add a part after the last one; readers skip it)
-//
-// Capabilities are matched between versions by their CUdevice_attribute, not
-// by position: device_capabilities.def may gain a row anywhere, and a row the
-// writer did not know reads "unknown" (RankRecord::reported), not "no".
-//
-// Trials of a capability fingerprint are matched by name for the same
-// reason: a trial the writer did not run, or whose name this reader does not
-// know, reads "unknown" (nullopt), not "does not work".
-//
-// Adding a field: append it to the rank part, the device entry, the
-// fingerprint entry or as a new part at the end, raise kRankRecordVersion,
-// read it only where the stated size covers it, and give older records a
-// value that means "not reported".
+// cudyn — what one rank of a job reports about its driver and devices, as a
+// value and as bytes: the record every rank contributes to the capability
+// agreement. Needs no MPI, so records can travel over any transport. The
+// bytes are read by older and newer peers alike: fields are only appended and
+// each part states its size (the layout is described in src/mpi/rank_record.cpp).
 #pragma once
 
 #include "cudyn/device/capability_fingerprint.hpp"

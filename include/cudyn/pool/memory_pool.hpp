@@ -15,6 +15,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,7 +25,7 @@ namespace cudyn {
 
 class Device;
 namespace detail {
-struct PoolAccess;  // how the library's sharing sources build imported and borrowed pools
+struct PoolAccess;  // how the library's sharing sources build, and mark, pools
 }  // namespace detail
 
 // What cuMemPoolCreate is given (CUmemPoolProps). A value type, built like
@@ -147,6 +148,10 @@ public:
     HandleType handle_types() const noexcept { return held_->handle_types; }
     // True for a pool imported from another process (pool_sharing.hpp).
     bool imported() const noexcept { return held_->imported; }
+    // True once export_pool_fd or export_pool_fabric shared this pool (the
+    // flag moves with the pool): the driver exports a pool's pointers only
+    // after the pool itself, so export_pool_pointer asks for it.
+    bool exported() const noexcept { return held_->exported.value.load(); }
     // The pool's identity across processes: this process and the handle for
     // a pool made here, the exporter's for an imported one.
     PoolOrigin origin() const noexcept;
@@ -177,6 +182,17 @@ public:
 
 private:
     friend struct detail::PoolAccess;
+    // Set by the exports, which take the pool const and may run on several
+    // threads: atomic, copied as a value when the record moves.
+    struct ExportedFlag {
+        mutable std::atomic<bool> value{false};
+        ExportedFlag() noexcept = default;
+        ExportedFlag(const ExportedFlag& other) noexcept : value(other.value.load()) {}
+        ExportedFlag& operator=(const ExportedFlag& other) noexcept {
+            value.store(other.value.load());
+            return *this;
+        }
+    };
     struct Held {
         CUmemoryPool pool = nullptr;
         bool owned = false;  // false: a device's default or current pool, nothing to destroy
@@ -184,6 +200,7 @@ private:
         bool imported = false;
         PoolOrigin origin;                            // imported pools only
         HandleType handle_types = HandleType::None;  // what the pool can be exported as
+        ExportedFlag exported;
 
         bool empty() const noexcept { return !owned; }
         // cuMemPoolDestroy (a refusal keeps the pool); a pool the driver must
@@ -191,7 +208,7 @@ private:
         Result<void> release();
     };
     MemoryPool(CUmemoryPool pool, bool owned, Location location, HandleType types = HandleType::None) noexcept
-        : held_(Held{pool, owned, location, false, {}, types}) {}
+        : held_(Held{pool, owned, location, false, {}, types, {}}) {}
     explicit MemoryPool(Held held) noexcept : held_(std::move(held)) {}
     detail::UniqueHandle<Held> held_;
 };

@@ -142,7 +142,9 @@ private:
 // cuMemGetAddressRange, checked to come from `pool`
 // (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE), and exported with
 // cuMemPoolExportPointer. InvalidArgument for an empty or unexported-able
-// pool, a zero size, a range past the allocation or memory from another pool.
+// pool, one not exported yet (export_pool_fd / export_pool_fabric first, as
+// the driver requires), a zero size, a range past the allocation or memory
+// from another pool.
 Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, CUdeviceptr address, std::size_t bytes);
 template <typename T>
 Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, DeviceSpan<T> part) {

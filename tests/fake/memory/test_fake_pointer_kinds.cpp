@@ -303,6 +303,10 @@ TEST_CASE("pool memory: device, no legacy handle, the allocation as its range, t
     check_row(from_shareable + 64, {CU_MEMORYTYPE_DEVICE, false, false, from_shareable, kMiB,
                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, shareable});
     check_not_vmm(from_shareable + 64);
+    int fd = -1;  // the pool first: the driver exports pointers of an exported pool only
+    REQUIRE(cu().cuMemPoolExportToShareableHandle_v11020(&fd, shareable, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+            CUDA_SUCCESS);
+    const cudyn::FileDescriptor exported(fd);
     CUmemPoolPtrExportData data{};
     CHECK(cu().cuMemPoolExportPointer_v11020(&data, from_shareable + 64) == CUDA_ERROR_INVALID_VALUE);
     CHECK(cu().cuMemPoolExportPointer_v11020(&data, from_shareable) == CUDA_SUCCESS);

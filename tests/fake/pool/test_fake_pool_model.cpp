@@ -714,11 +714,13 @@ TEST_CASE("pools: a pool and a block shared with another process", "[emulated][c
     const CUdeviceptr unshared = alloc_from(default0, kBlock, s);
     CHECK(cu().cuMemPoolExportPointer_v11020(&data, unshared) == CUDA_ERROR_INVALID_VALUE);
     free_async(unshared, s);
-    CHECK(cu().cuMemPoolExportPointer_v11020(&data, a + 64) == CUDA_ERROR_INVALID_VALUE);  // not a block's start
+    // A pointer exports only once its pool was exported.
+    CHECK(cu().cuMemPoolExportPointer_v11020(&data, a) == CUDA_ERROR_INVALID_VALUE);
 
     REQUIRE(cu().cuMemPoolExportToShareableHandle_v11020(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
             CUDA_SUCCESS);
     cudyn::FileDescriptor exported(fd);
+    CHECK(cu().cuMemPoolExportPointer_v11020(&data, a + 64) == CUDA_ERROR_INVALID_VALUE);  // not a block's start
     REQUIRE(cu().cuMemPoolExportPointer_v11020(&data, a) == CUDA_SUCCESS);
     CUdeviceptr own = 0;
     CHECK(cu().cuMemPoolImportPointer_v11020(&own, pool, &data) == CUDA_ERROR_INVALID_VALUE);  // not an imported pool

@@ -127,6 +127,7 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
     auto pool = take(MemoryPool::create(shareable()));
     auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
     auto other = take(StreamOrderedBuffer<std::uint32_t>::allocate(plain, 1024, stream));
+    auto exported = take(cudyn::export_pool_fd(pool));  // its pointers export only after it
     DriverSnapshot untouched({"cuMemPoolExportToShareableHandle", "cuMemPoolImportFromShareableHandle",
                               "cuMemPoolExportPointer", "cuMemPoolImportPointer"});
 
@@ -144,7 +145,6 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
 
     // What this process exported, it does not import.
     auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
-    auto exported = take(cudyn::export_pool_fd(pool));
     require_error(cudyn::import_pool_fd(std::move(exported)), ErrorCode::InvalidArgument, "exported by this process");
     require_error(cudyn::import_pool_pointer(pool, descriptor), ErrorCode::InvalidArgument, "exported by this process");
     CHECK(untouched.calls_since("cuMemPoolImportFromShareableHandle") == 0);
@@ -166,6 +166,39 @@ TEST_CASE("pool sharing refusals made before the driver", "[emulated][cuda11][po
                   ErrorCode::InvalidArgument, "exporter process id is 0");
     require_ok(buffer.free());
     require_ok(other.free());
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("a pointer before its pool: refused before the driver, naming the order; fine once the pool is exported",
+          "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    auto pool = take(MemoryPool::create(shareable()));
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+    CHECK_FALSE(pool.exported());
+    const FakeDriver& fake = FakeDriver::loaded();
+    fake.record_calls(true);
+    require_error(cudyn::export_pool_pointer(pool, buffer), ErrorCode::InvalidArgument,
+                  "export the pool (export_pool_fd / export_pool_fabric) before its pointers");
+    fake.record_calls(false);
+    CHECK(fake.recorded_calls().empty());
+
+    // A refused export leaves the pool unexported.
+    {
+        ScopedFault refused("cuMemPoolExportToShareableHandle:1:CUDA_ERROR_OUT_OF_MEMORY");
+        CHECK_FALSE(cudyn::export_pool_fd(pool));
+    }
+    CHECK_FALSE(pool.exported());
+
+    auto exported = take(cudyn::export_pool_fd(pool));
+    CHECK(pool.exported());
+    // The flag moves with the pool.
+    MemoryPool moved = std::move(pool);
+    CHECK(moved.exported());
+    auto descriptor = take(cudyn::export_pool_pointer(moved, buffer));
+    CHECK(descriptor.size_bytes() == 1024 * 4);
+    require_ok(exported.fd.close());
+    require_ok(buffer.free());
     require_ok(stream.synchronize());
 }
 
