@@ -1,6 +1,6 @@
 // cudyn — private helpers every module uses: errors that name their
-// operation, hex addresses, the range-inside-its-allocation check, the
-// entry-presence check and fabric refusals.
+// operation, the one hex formatter, the range-inside-its-allocation check,
+// the entry-presence check and the fabric refusals.
 #pragma once
 
 #include "cudyn/core/error.hpp"
@@ -13,6 +13,8 @@
 #include <string>
 
 namespace cudyn::detail {
+
+// ---- errors a call builds itself ---------------------------------------------------------------
 
 // The name an operation's errors begin with ("export_dma_buf: ..."): every
 // error a public call builds itself goes through one of these, so the
@@ -42,31 +44,26 @@ std::string hex(std::uint64_t value);
 Result<void> check_inside_allocation(const Operation& operation, std::uint64_t offset, std::uint64_t bytes,
                                      std::uint64_t allocation_bytes);
 
-}  // namespace cudyn::detail
-
-
-namespace cudyn::detail {
+// ---- driver entries ----------------------------------------------------------------------------
 
 // The loader's error when the driver is unusable, NotSupported naming the
-// entry when this driver lacks it: checked before anything else, so a CUDA
-// 10.1 driver hears about the missing entry, not about a device attribute.
+// entry when this driver lacks it (call_driver's own refusals). Callers ask
+// it first, so that on a driver without the entry the error names the entry,
+// not whatever later check would fail. has_entry() only chooses between paths.
 template <typename Pfn>
 Result<void> require_entry(Pfn DriverTable::*entry) {
     const DriverTable* table = usable_driver();
-    if (table == nullptr) return driver_unusable_error();
-    if (table->*entry == nullptr) return missing_entry_error(entry_info(entry));
+    if (table == nullptr || table->*entry == nullptr) return entry_unavailable(table, entry);
     return ok();
 }
 
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
+// ---- fabric handles ----------------------------------------------------------------------------
 
 // Driver answers to a fabric handle that mean "no fabric on this system" (no
 // IMEX channel or service) rather than a bug, and the NotSupported they
 // become, naming the operation and what fabric sharing needs. fabric_error
 // applies the two: `error` as that NotSupported when it is such an answer,
-// else unchanged.
+// else unchanged. (Defined with the sharing code, src/share/.)
 bool refuses_fabric(CUresult result);
 Error no_fabric(Error error, const char* operation);
 Error fabric_error(Error error, const char* operation);

@@ -1,11 +1,14 @@
 // cudyn — Location: conversions to the driver's two location ABIs.
 #include "cudyn/core/location.hpp"
+#include "core/internal.hpp"
+
+#include <string>
 
 namespace cudyn {
 
 Error Location::invalid_error(const char* what) const {
-    return Error::invalid_argument(std::string(what) + ": " + describe() + " is not valid (negative " +
-                                   (kind_ == LocationKind::Device ? "device ordinal" : "NUMA node") + ")");
+    return detail::Operation(what).invalid(describe() + " is not valid (negative " +
+                                           (kind_ == LocationKind::Device ? "device ordinal" : "NUMA node") + ")");
 }
 
 CUmemLocation Location::to_cu() const noexcept {

@@ -34,6 +34,7 @@
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "core/internal.hpp"
 
 #include <array>
 #include <cstddef>
@@ -118,26 +119,26 @@ public:
     // with this magic, the supported version and `length` bytes. Leaves the
     // reader after the header.
     Result<void> check(const char (&magic)[9], std::size_t length, const char* what) {
-        const std::string name(what);
-        if (in_ == nullptr) return Error::invalid_argument(name + ": null data");
+        const Operation record(what);
+        if (in_ == nullptr) return record.invalid("null data");
         if (size_ < kWireHeaderSize)
-            return Error::invalid_argument(name + ": " + std::to_string(size_) + " bytes is shorter than its " +
-                                           std::to_string(kWireHeaderSize) + "-byte header");
+            return record.invalid(std::to_string(size_) + " bytes is shorter than its " +
+                                  std::to_string(kWireHeaderSize) + "-byte header");
         if (std::memcmp(in_, magic, 8) != 0)
-            return Error::invalid_argument(name + ": wrong magic (not a " + std::string(magic, 8) + " record)");
+            return record.invalid("wrong magic (not a " + std::string(magic, 8) + " record)");
         at_ = 8;
         std::uint16_t version = 0;
         u16(version);
         if (version != kWireVersion)
-            return Error::invalid_argument(name + ": version " + std::to_string(version) + ", this cudyn reads " +
-                                           std::to_string(kWireVersion));
+            return record.invalid("version " + std::to_string(version) + ", this cudyn reads " +
+                                  std::to_string(kWireVersion));
         std::uint16_t stated = 0;
         u16(stated);
         reserved(4);
         if (stated != length || size_ != length)
-            return Error::invalid_argument(name + ": length field says " + std::to_string(stated) + " bytes, " +
-                                           std::to_string(size_) + " were given, version " +
-                                           std::to_string(kWireVersion) + " records are " + std::to_string(length));
+            return record.invalid("length field says " + std::to_string(stated) + " bytes, " + std::to_string(size_) +
+                                  " were given, version " + std::to_string(kWireVersion) + " records are " +
+                                  std::to_string(length));
         return ok();
     }
 

@@ -1,7 +1,8 @@
+// cudyn — fingerprint_device: the trials of capability_trials.def, run one
+// after the other on a worker thread with the device's primary context current.
 #include "cudyn/device/capability_fingerprint.hpp"
-
-#include "cudyn/loader/driver_call.hpp"
 #include "cudyn/detail/owner_context.hpp"
+#include "cudyn/loader/driver_call.hpp"
 #include "core/internal.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #ifndef _WIN32
 #include <unistd.h>
@@ -338,20 +340,20 @@ void run_trials(const std::shared_ptr<TrialProgress>& progress, Device device) {
 }  // namespace
 
 Result<CapabilityFingerprint> fingerprint_device(const Device& device, const FingerprintOptions& options) {
+    constexpr detail::Operation kFingerprint{"fingerprint_device"};
     if (options.trial_timeout.count() <= 0)
-        return Error::invalid_argument("fingerprint_device: trial_timeout must be positive, got " +
-                                       std::to_string(options.trial_timeout.count()) + " ms");
-    auto context = detail::OwnerContext::retain_primary(device.handle());
-    if (!context) return std::move(context).error();
+        return kFingerprint.invalid("trial_timeout must be positive, got " +
+                                    std::to_string(options.trial_timeout.count()) + " ms");
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::retain_primary(device.handle()));
 
     auto progress = std::make_shared<TrialProgress>();
     progress->fingerprint.device = device.ordinal();
-    progress->context = std::move(*context);
+    progress->context = std::move(context);
     std::thread worker;
     try {
         worker = std::thread(run_trials, progress, device);
     } catch (const std::system_error& error) {
-        return Error::system("std::thread", error.code().value(), "fingerprint_device: could not start the trials");
+        return kFingerprint.context(Error::system("std::thread", error.code().value(), "could not start the trials"));
     }
     // Each trial gets its own time: the deadline moves on whenever one finishes.
     // The deadline is on the system clock: a wait on the steady clock makes

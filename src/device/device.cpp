@@ -2,11 +2,11 @@
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/loader/driver_call.hpp"
-#include "cudyn/loader/loader.hpp"
-
+#include "core/internal.hpp"
 #include "device/device_facts.hpp"
+#include "device/internal.hpp"
 
-#include <utility>
+#include <string>
 
 namespace cudyn {
 
@@ -17,11 +17,8 @@ Result<int> Device::count() {
 }
 
 Result<Device> Device::get(int ordinal) {
-    auto devices = count();
-    if (!devices) return devices.error();
-    if (ordinal < 0 || ordinal >= *devices)
-        return Error::invalid_argument("device ordinal " + std::to_string(ordinal) + " is out of range: " +
-                                       std::to_string(*devices) + " device(s) visible");
+    CUDYN_TRY_ASSIGN(const int devices, count());
+    if (ordinal < 0 || ordinal >= devices) return detail::ordinal_out_of_range(ordinal, devices);
     CUdevice handle = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceGet_v2000, &handle, ordinal));
     return Device(ordinal, handle);
@@ -46,17 +43,15 @@ Result<int> Device::attribute(CUdevice_attribute attribute) const {
 }
 
 Result<ComputeCapability> Device::compute_capability() const {
-    auto major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-    if (!major) return major.error();
-    auto minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-    if (!minor) return minor.error();
-    return ComputeCapability{*major, *minor};
+    CUDYN_TRY_ASSIGN(const int major, attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR));
+    CUDYN_TRY_ASSIGN(const int minor, attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+    return ComputeCapability{major, minor};
 }
 
 Result<bool> Device::can_access_peer(const Device& peer) const {
+    constexpr detail::Operation kCanAccessPeer{"can_access_peer"};
     if (peer.ordinal_ == ordinal_)
-        return Error::invalid_argument("can_access_peer: peer must be a different device than " +
-                                       std::to_string(ordinal_));
+        return kCanAccessPeer.invalid("peer must be a different device than " + std::to_string(ordinal_));
     int can_access = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceCanAccessPeer_v4000, &can_access, handle_, peer.handle_));
     return can_access != 0;
@@ -67,5 +62,14 @@ Result<DeviceCapabilities> probe_capabilities(const Device& device) {
     // by the facts cache (device_facts.cpp).
     return detail::capabilities(device.ordinal(), device.handle());
 }
+
+namespace detail {
+
+Error ordinal_out_of_range(int ordinal, int visible) {
+    return Error::invalid_argument("device ordinal " + std::to_string(ordinal) + " is out of range: " +
+                                   std::to_string(visible) + " device(s) visible");
+}
+
+}  // namespace detail
 
 }  // namespace cudyn

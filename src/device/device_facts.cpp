@@ -2,6 +2,7 @@
 #include "device/device_facts.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/loader.hpp"
+#include "device/internal.hpp"
 
 #include <string>
 #include <utility>
@@ -58,9 +59,7 @@ namespace cudyn::detail {
 Result<DeviceCapabilities> capabilities(int ordinal) {
     if (const std::uint32_t known = facts::stored_capabilities(ordinal); known != 0) return facts::unpack(known);
     CUDYN_TRY_ASSIGN(const int count, visible_device_count());
-    if (ordinal < 0 || ordinal >= count)
-        return Error::invalid_argument("device ordinal " + std::to_string(ordinal) + " is out of range: " +
-                                       std::to_string(count) + " device(s) visible");
+    if (ordinal < 0 || ordinal >= count) return ordinal_out_of_range(ordinal, count);
     return facts::ask_capabilities(ordinal, nullptr);
 }
 

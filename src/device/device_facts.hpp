@@ -4,11 +4,10 @@
 // CUDA fixes the set of visible devices and their attributes at cuInit
 // (CUDA_VISIBLE_DEVICES is read then), and cudyn never unloads the driver, so
 // the answers stay true for the life of the process. The per-call checks use
-// them: without the cache each advice paid four driver calls (two device
-// counts, cuDeviceGet, cuDeviceGetAttribute) of checks next to one
-// cuMemAdvise_v2 (docs/measurements has the cost), and each
-// PhysicalMemory::create or allocation_granularity read every capability
-// attribute again.
+// them: without the cache each advice paid four driver calls of checks (two
+// device counts, cuDeviceGet, cuDeviceGetAttribute) next to one
+// cuMemAdvise_v2, and each PhysicalMemory::create or allocation_granularity
+// read every capability attribute again.
 //
 // Each fact is 0 until the first successful query stores it (racing first
 // queries both ask the driver and store the same answer); a failed query is
@@ -16,8 +15,8 @@
 // acquire load, inline.
 #pragma once
 
-#include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/device/device_capabilities.hpp"
 
 #include <cuda.h>
 
@@ -33,8 +32,7 @@ extern std::atomic<int> device_count;
 
 // One word per device ordinal: 0 unknown, else kKnown with bit i set when row
 // i of device_capability_list is "yes", so a device's whole DeviceCapabilities
-// is published by one store. Ordinals past the table (no machine has that
-// many GPUs today) are asked every time.
+// is published by one store. Ordinals past the table are asked every time.
 constexpr std::size_t kCachedDevices = 64;
 constexpr std::uint32_t kKnown = std::uint32_t{1} << 31;
 static_assert(device_capability_count < 31, "device_capabilities.def outgrew the cache word: widen it");

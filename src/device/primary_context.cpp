@@ -1,7 +1,7 @@
 // cudyn — PrimaryContext: one retain of a device's primary context.
 #include "cudyn/device/primary_context.hpp"
 #include "cudyn/loader/driver_call.hpp"
-#include "cudyn/detail/owner_context.hpp"
+#include "core/internal.hpp"
 
 #include <utility>
 
@@ -13,16 +13,17 @@ Result<PrimaryContext> PrimaryContext::retain(const Device& device) {
 }
 
 Result<PrimaryContext> PrimaryContext::activate(const Device& device) {
-    auto context = retain(device);
-    if (!context) return context;
-    CUDYN_TRY(context->make_current());
+    CUDYN_TRY_ASSIGN(auto context, retain(device));
+    CUDYN_TRY(context.make_current());
     return context;
 }
 
 Result<void> PrimaryContext::make_current() const {
-    if (retain_.empty())
-        return Error::invalid_argument("make_current: the PrimaryContext is empty (moved from or released)");
+    constexpr detail::Operation kMakeCurrent{"make_current"};
+    if (held_.empty()) return kMakeCurrent.invalid("the PrimaryContext is empty (moved from or released)");
     return call_driver(&DriverTable::cuCtxSetCurrent_v4000, handle());
 }
+
+Result<void> PrimaryContext::Held::release() { return context.release(); }
 
 }  // namespace cudyn

@@ -1,13 +1,15 @@
-// cudyn — private to the loader: opening the driver library and where its own code lives.
+// cudyn — private to the loader: opening the driver library (one source per
+// platform) and taking the library's own pages in at load time.
 #pragma once
-
 
 #include <string>
 
 namespace cudyn::loader {
 
-// An opened shared library. Deliberately never closed:
-// destructors of cudyn objects may run after main returns and still call in.
+// ---- the driver library ------------------------------------------------------------------------
+
+// An opened shared library. Deliberately never closed: destructors of cudyn
+// objects may run after main returns and still call in.
 class DynamicLibrary {
 public:
     DynamicLibrary() = default;
@@ -37,18 +39,17 @@ const char* secure_environment(const char* name) noexcept;
 
 namespace cudyn::detail {
 
-// Maps every page of the shared library's executable segment into this
-// process now (Linux: madvise(MADV_POPULATE_READ), else a read of one byte
-// per page), so that no later first call into a part of the library pays a
-// page fault on its code. A process's first import_ipc_memory ran on a code
-// page nothing had touched yet, and that one fault cost more than all of
-// cudyn's other work in the call; the same fault hits the first call of any
-// module. The driver's first use (cuInit, tens of milliseconds) is the one
-// moment a process already waits for cudyn, so the pages are taken then.
+// ---- the library's own pages -------------------------------------------------------------------
+
+// Maps every page of this shared library's executable segment, and its
+// writable data, into the process now, so that no later first call into a
+// part of the library pays a page fault on its code or its first write to
+// its data. Called once, right after the driver's first use, which a process
+// already waits for.
 //
 // Does nothing when the library is linked statically into the program (the
-// executable segment is then the program's, not cudyn's to touch), on
-// systems other than Linux, or when the segment cannot be found. Never fails.
+// segments are then the program's, not cudyn's to touch), on systems other
+// than Linux, or when the segment cannot be found. Never fails.
 void make_own_code_resident() noexcept;
 
 }  // namespace cudyn::detail

@@ -2,8 +2,7 @@
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/driver_table.hpp"
 #include "cudyn/loader/loader.hpp"
-
-#include "loader/internal.hpp"
+#include "core/internal.hpp"
 #include "loader/internal.hpp"
 
 #include <atomic>
@@ -215,14 +214,14 @@ const DriverTable& load_table_slow() { return loaded_state().table; }
 const LoadReport& load_report() { return loaded_state().report; }
 
 Result<void> set_loader_options(const LoaderOptions& options) {
+    constexpr detail::Operation kSetOptions{"set_loader_options"};
     if (!options.driver_path.empty() && !loader::is_absolute_path(options.driver_path))
-        return Error::invalid_argument("LoaderOptions::driver_path must be an absolute path, got '" +
-                                       options.driver_path + "'");
+        return kSetOptions.invalid("LoaderOptions::driver_path must be an absolute path, got '" +
+                                   options.driver_path + "'");
     LoaderState& state = loader_state();
     std::lock_guard<std::mutex> lock(state.options_mutex);
     if (state.started)
-        return Error::invalid_argument(
-            "set_loader_options: the driver was already loaded; loader options must be set before first use");
+        return kSetOptions.invalid("the driver was already loaded; loader options must be set before first use");
     state.options = options;
     return ok();
 }

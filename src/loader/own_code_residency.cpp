@@ -1,4 +1,10 @@
-// cudyn — make_own_code_resident (own_code_residency.hpp).
+// cudyn — make_own_code_resident (loader/internal.hpp).
+//
+// Why: a process's first import_ipc_memory ran on a code page nothing had
+// touched yet, and that one fault cost more than all of cudyn's other work in
+// the call; the same holds for the first call of any module. The driver's
+// first use (cuInit) is the one moment a process already waits for cudyn, so
+// the pages are taken then.
 #include "loader/internal.hpp"
 
 #if defined(__linux__)

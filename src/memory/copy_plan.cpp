@@ -1,14 +1,12 @@
 // cudyn — CopyPlan: one cuMemcpyBatchAsync (13.0 or 12.8 ABI) where the
 // driver and the stream allow it, one cuMemcpyAsync per copy otherwise.
 #include "cudyn/memory/copy_plan.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
-#include "cudyn/memory/owned_memory.hpp"
 #include "core/internal.hpp"
-#include "memory/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <cstdint>
-#include <cstdio>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -17,21 +15,15 @@ namespace cudyn {
 
 namespace {
 
-constexpr const char* kAdd = "CopyPlan::add";
+constexpr detail::Operation kAdd{"CopyPlan::add"};
+constexpr detail::Operation kExecute{"CopyPlan::execute"};
+constexpr detail::Operation kExecuteVia{"CopyPlan::execute_via"};
 
-Error refused(std::size_t copy, const std::string& what) {
-    return Error::invalid_argument(std::string(kAdd) + ": copy " + std::to_string(copy) + " (counting from 0): " +
-                                   what);
-}
-
-std::string hex(CUdeviceptr address) {
-    char text[2 + 16 + 1];
-    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(address));
-    return text;
-}
+// "copy N (counting from 0)": which copy of the plan an add refused.
+std::string copy_text(std::size_t copy) { return "copy " + std::to_string(copy) + " (counting from 0): "; }
 
 std::string range_text(CUdeviceptr address, std::size_t bytes) {
-    return std::to_string(bytes) + " bytes at " + hex(address);
+    return std::to_string(bytes) + " bytes at " + detail::hex(address);
 }
 
 // The last byte of an interval map's entry (first -> last, or first -> {last, ...}).
@@ -61,10 +53,6 @@ CUmemcpySrcAccessOrder driver_order(SourceAccessOrder order) noexcept {
     return CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 }
 
-Error empty_plan(const char* operation) {
-    return Error::invalid_argument(std::string(operation) + ": the plan is empty");
-}
-
 }  // namespace
 
 const char* to_string(CopyPlan::Path path) noexcept {
@@ -78,61 +66,66 @@ const char* to_string(CopyPlan::Path path) noexcept {
 
 // ---- recording ---------------------------------------------------------------------------------
 
+// Every copy is checked here, when it is added, rather than left to the
+// driver: a batch whose destination was an address the driver did not know
+// crashed the process (driver 580) instead of being refused. A registered
+// range's separate device alias is not known to be its host range: overlap
+// is judged by address alone.
+
 Result<void> CopyPlan::add_copy(Side destination, Side source, std::size_t element_size) {
-    const std::size_t copy = sizes_.size();
-    const auto check = [copy](const Side& side, const char* role) -> Result<void> {
-        const std::string name = std::string(role) + (side.host ? " host span" : " device span");
-        if (side.address == 0) return refused(copy, name + (side.host ? " has a null data pointer" : " is empty"));
-        if (side.count == 0) return refused(copy, name + " is empty");
+    const std::string copy = copy_text(sizes_.size());
+    const auto check = [&copy](const Side& side, const char* role) -> Result<void> {
+        const std::string name = copy + role + (side.host ? " host span" : " device span");
+        if (side.address == 0) return kAdd.invalid(name + (side.host ? " has a null data pointer" : " is empty"));
+        if (side.count == 0) return kAdd.invalid(name + " is empty");
         return ok();
     };
     CUDYN_TRY(check(destination, "the destination"));
     CUDYN_TRY(check(source, "the source"));
     if (destination.count != source.count)
-        return refused(copy, "the destination has " + std::to_string(destination.count) + " elements and the source " +
-                                 std::to_string(source.count) +
-                                 ": a copy moves whole spans of one size (take a subspan of the larger)");
-    CUDYN_TRY_ASSIGN(const std::size_t bytes, detail::byte_size(source.count, element_size, kAdd));
+        return kAdd.invalid(copy + "the destination has " + std::to_string(destination.count) +
+                            " elements and the source " + std::to_string(source.count) +
+                            ": a copy moves whole spans of one size (take a subspan of the larger)");
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, detail::byte_size(source.count, element_size, kAdd.name()));
     return add_range(destination.address, source.address, bytes);
 }
 
 Result<void> CopyPlan::add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes) {
-    const std::size_t copy = sizes_.size();
-    if (destination == 0) return refused(copy, "the destination is address 0");
-    if (source == 0) return refused(copy, "the source is address 0");
-    if (bytes == 0) return refused(copy, "0 bytes (the driver refuses empty copies)");
+    const std::string copy = copy_text(sizes_.size());
+    if (destination == 0) return kAdd.invalid(copy + "the destination is address 0");
+    if (source == 0) return kAdd.invalid(copy + "the source is address 0");
+    if (bytes == 0) return kAdd.invalid(copy + "0 bytes (the driver refuses empty copies)");
     return add_range(destination, source, bytes);
 }
 
 Result<void> CopyPlan::add_range(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes) {
-    const std::size_t copy = sizes_.size();
-    const std::string where = std::string(kAdd) + ": copy " + std::to_string(copy);
+    const std::size_t index = sizes_.size();
+    const std::string where = std::string(kAdd.name()) + ": copy " + std::to_string(index);
     CUDYN_TRY(detail::check_address_range(destination, bytes, (where + ": the destination").c_str()));
     CUDYN_TRY(detail::check_address_range(source, bytes, (where + ": the source").c_str()));
+    const std::string copy = copy_text(index);
     // Inclusive ends: a range may end at the very top of the address space.
     const CUdeviceptr destination_last = destination + (bytes - 1);
     const CUdeviceptr source_last = source + (bytes - 1);
     if (destination <= source_last && source <= destination_last)
-        return refused(copy, "the source (" + range_text(source, bytes) + ") overlaps its destination (" +
-                                 range_text(destination, bytes) + "): copies are memcpy, not memmove");
+        return kAdd.invalid(copy + "the source (" + range_text(source, bytes) + ") overlaps its destination (" +
+                            range_text(destination, bytes) + "): copies are memcpy, not memmove");
     // The copies of a batch run in no order: none may write what another reads or writes.
+    constexpr const char* kNoOrder = " (the copies of a plan run in no particular order)";
     if (auto other = overlapping(written_, destination, destination_last); other != written_.end())
-        return refused(copy, "the destination (" + range_text(destination, bytes) + ") overlaps the destination of copy " +
-                                 std::to_string(other->second.copy) +
-                                 " (the copies of a plan run in no particular order)");
+        return kAdd.invalid(copy + "the destination (" + range_text(destination, bytes) +
+                            ") overlaps the destination of copy " + std::to_string(other->second.copy) + kNoOrder);
     if (overlapping(read_, destination, destination_last) != read_.end())
-        return refused(copy, "the destination (" + range_text(destination, bytes) +
-                                 ") overlaps the source of an earlier copy (the copies of a plan run in no "
-                                 "particular order)");
+        return kAdd.invalid(copy + "the destination (" + range_text(destination, bytes) +
+                            ") overlaps the source of an earlier copy" + kNoOrder);
     if (auto other = overlapping(written_, source, source_last); other != written_.end())
-        return refused(copy, "the source (" + range_text(source, bytes) + ") overlaps the destination of copy " +
-                                 std::to_string(other->second.copy) +
-                                 " (the copies of a plan run in no particular order)");
+        return kAdd.invalid(copy + "the source (" + range_text(source, bytes) + ") overlaps the destination of copy " +
+                            std::to_string(other->second.copy) + kNoOrder);
 
     destinations_.push_back(destination);
     sources_.push_back(source);
     sizes_.push_back(bytes);
-    written_.emplace(destination, Written{destination_last, copy});
+    written_.emplace(destination, Written{destination_last, index});
     // The union of the sources: merge [source, source_last] with what it touches.
     CUdeviceptr first = source;
     CUdeviceptr last = source_last;
@@ -175,13 +168,13 @@ CopyPlan::Path CopyPlan::path_for(StreamRef stream) noexcept {
 }
 
 Result<CopyPlan::Path> CopyPlan::execute(StreamRef stream) const {
-    if (empty()) return empty_plan("CopyPlan::execute");
+    if (empty()) return kExecute.invalid("the plan is empty");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000));  // the driver is usable
     return run(path_for(stream), stream, order_ == SourceAccessOrder::DuringCall);
 }
 
 Result<CopyPlan::Path> CopyPlan::execute() const {
-    if (empty()) return empty_plan("CopyPlan::execute");
+    if (empty()) return kExecute.invalid("the plan is empty");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000));
     // The wait below also covers DuringCall: every source is read when it returns.
     CUDYN_TRY(run(Path::PerCopy, StreamRef(CU_STREAM_LEGACY), false));
@@ -190,16 +183,16 @@ Result<CopyPlan::Path> CopyPlan::execute() const {
 }
 
 Result<CopyPlan::Path> CopyPlan::execute_via(Path path, StreamRef stream) const {
-    if (empty()) return empty_plan("CopyPlan::execute_via");
+    if (empty()) return kExecuteVia.invalid("the plan is empty");
     switch (path) {
         case Path::Batch13000: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyBatchAsync_v13000)); break;
         case Path::Batch12080: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyBatchAsync_v12080)); break;
         case Path::PerCopy: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000)); break;
     }
     if (path != Path::PerCopy && stream.is_legacy_default())
-        return Error::invalid_argument(
-            "CopyPlan::execute_via: a batch on the legacy default stream (0 or CU_STREAM_LEGACY), which "
-            "cuMemcpyBatchAsync refuses; use a created stream, the per-thread default stream, or Path::PerCopy");
+        return kExecuteVia.invalid(
+            "a batch on the legacy default stream (0 or CU_STREAM_LEGACY), which cuMemcpyBatchAsync refuses; use a "
+            "created stream, the per-thread default stream, or Path::PerCopy");
     return run(path, stream, order_ == SourceAccessOrder::DuringCall);
 }
 
@@ -249,7 +242,7 @@ Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_
     if (failed < count)
         error.message += "the driver named copy " + std::to_string(failed + 1) + " of " + std::to_string(count) +
                          ", index " + std::to_string(failed) + ": " + std::to_string(sizes_[failed]) +
-                         " bytes from " + hex(sources_[failed]) + " to " + hex(destinations_[failed]);
+                         " bytes from " + detail::hex(sources_[failed]) + " to " + detail::hex(destinations_[failed]);
     else if (path == Path::Batch13000)
         error.message += "the driver did not say which copy failed: its 13.0 ABI reports no index";
     else

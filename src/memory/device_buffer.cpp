@@ -1,10 +1,11 @@
 // cudyn — DeviceBuffer: cuMemAlloc_v2 / cuMemFree_v2 (its copies and sets are
 // DeviceSpan's, in device_span.cpp).
 #include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
+#include "memory/internal.hpp"
 
 #include <utility>
-#include "memory/internal.hpp"
 
 namespace cudyn::detail {
 

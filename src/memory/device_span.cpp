@@ -1,10 +1,12 @@
 // cudyn — the checked copies and sets behind DeviceSpan and DeviceBuffer.
 #include "cudyn/memory/device_span.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
-#include "cudyn/memory/owned_memory.hpp"
+#include "core/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <string>
+#include <utility>
 
 namespace cudyn::detail {
 
@@ -15,21 +17,16 @@ struct DeviceBytes {
     std::size_t bytes;
 };
 
-Error refused(const char* operation, const std::string& what) {
-    return Error::invalid_argument(std::string(operation) + ": " + what);
-}
-
 std::string bytes_text(std::size_t bytes) { return std::to_string(bytes) + " bytes"; }
 
 // The byte size of a side of a transfer that is there; `role` names it in
 // errors. A span made by hand (DeviceSpan(address, count)) may claim more
 // elements than size_t bytes can count; the driver would get a wrapped size.
 Result<std::size_t> extent_bytes(const char* operation, DeviceExtent extent, const char* role) {
-    if (extent.address == 0 || extent.count == 0) return refused(operation, std::string(role) + " is empty");
+    if (extent.address == 0 || extent.count == 0) return Operation(operation).invalid(std::string(role) + " is empty");
     const std::string what = std::string(operation) + ": " + role;
-    auto bytes = byte_size(extent.count, extent.element_size, what.c_str());
-    if (!bytes) return bytes;
-    CUDYN_TRY(check_address_range(extent.address, *bytes, what.c_str()));
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, byte_size(extent.count, extent.element_size, what.c_str()));
+    CUDYN_TRY(check_address_range(extent.address, bytes, what.c_str()));
     return bytes;
 }
 
@@ -39,8 +36,9 @@ Result<std::size_t> extent_bytes(const char* operation, DeviceExtent extent, con
 Result<DeviceBytes> host_transfer_range(const char* operation, DeviceExtent device, std::size_t offset,
                                         const void* host, std::size_t count, const char* span_name) {
     CUDYN_TRY(extent_bytes(operation, device, "the device span"));
-    if (host == nullptr) return refused(operation, std::string(span_name) + " has a null data pointer");
-    if (count == 0) return refused(operation, std::string(span_name) + " is empty");
+    const Operation caller(operation);
+    if (host == nullptr) return caller.invalid(std::string(span_name) + " has a null data pointer");
+    if (count == 0) return caller.invalid(std::string(span_name) + " is empty");
     CUDYN_TRY(check_range(offset, count, device.count, operation));
     return DeviceBytes{device.address + offset * device.element_size, count * device.element_size};
 }
@@ -48,7 +46,7 @@ Result<DeviceBytes> host_transfer_range(const char* operation, DeviceExtent devi
 }  // namespace
 
 Result<void> finish_on_legacy_stream(Result<void> issued) {
-    if (!issued) return issued;
+    CUDYN_TRY(std::move(issued));
     return call_driver(&DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY);
 }
 
@@ -73,15 +71,16 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
                                    const StreamRef* stream) {
     CUDYN_TRY_ASSIGN(const std::size_t destination_bytes, extent_bytes(operation, destination, "the destination"));
     CUDYN_TRY_ASSIGN(const std::size_t source_bytes, extent_bytes(operation, source, "source"));
-    if (source.address == destination.address) return refused(operation, "source is the destination itself");
+    const Operation caller(operation);
+    if (source.address == destination.address) return caller.invalid("source is the destination itself");
     if (source_bytes > destination_bytes)
-        return refused(operation, "source (" + bytes_text(source_bytes) + ") does not fit the destination (" +
-                                      bytes_text(destination_bytes) + ")");
+        return caller.invalid("source (" + bytes_text(source_bytes) + ") does not fit the destination (" +
+                              bytes_text(destination_bytes) + ")");
     // The driver's copies are memcpy, not memmove: overlapping ranges give
     // whatever order the copy engine happens to use.
     const bool overlap = source.address < destination.address + source_bytes &&
                          destination.address < source.address + source_bytes;
-    if (overlap) return refused(operation, "source and destination overlap");
+    if (overlap) return caller.invalid("source and destination overlap");
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address, source.address, source_bytes,
                            stream->handle());
@@ -104,7 +103,7 @@ Result<void> set_device_words(const char* operation, DeviceExtent destination, s
     // cuMemsetD32 needs a 4-byte-aligned address; say so instead of passing
     // on the driver's bare INVALID_VALUE.
     if (destination.address % 4 != 0 || bytes % 4 != 0)
-        return refused(operation, "a 32-bit fill needs a 4-byte-aligned address and a whole number of words");
+        return Operation(operation).invalid("a 32-bit fill needs a 4-byte-aligned address and a whole number of words");
     const auto word = static_cast<unsigned int>(value);
     if (stream != nullptr)
         return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,
@@ -115,23 +114,23 @@ Result<void> set_device_words(const char* operation, DeviceExtent destination, s
 
 Result<void> check_device_view(CUdeviceptr address, std::size_t bytes, std::size_t element_size,
                                std::size_t alignment) {
-    constexpr const char* kWhat = "DeviceSpan::from_bytes";
+    constexpr Operation kFromBytes{"DeviceSpan::from_bytes"};
     if (bytes == 0) return ok();  // the empty span, wherever it points
-    if (address == 0) return refused(kWhat, bytes_text(bytes) + " at address 0");
+    if (address == 0) return kFromBytes.invalid(bytes_text(bytes) + " at address 0");
     if (bytes % element_size != 0)
-        return refused(kWhat, bytes_text(bytes) + " is not a whole number of " + std::to_string(element_size) +
+        return kFromBytes.invalid(bytes_text(bytes) + " is not a whole number of " + std::to_string(element_size) +
                                   "-byte elements");
     if (address % alignment != 0)
-        return refused(kWhat, "address is not aligned to the element's " + std::to_string(alignment) + " bytes");
+        return kFromBytes.invalid("address is not aligned to the element's " + std::to_string(alignment) + " bytes");
     return ok();
 }
 
 Result<void> check_subspan(std::size_t first, std::size_t count, std::size_t size) {
     // An empty view is valid anywhere up to the end, as for std::span.
     if (first <= size && count <= size - first) return ok();
-    return Error::invalid_argument("DeviceSpan::subspan: elements [" + std::to_string(first) + ", " +
-                                   std::to_string(first) + " + " + std::to_string(count) + ") run past the " +
-                                   std::to_string(size) + " of the span");
+    constexpr Operation kSubspan{"DeviceSpan::subspan"};
+    return kSubspan.invalid("elements [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                            std::to_string(count) + ") run past the " + std::to_string(size) + " of the span");
 }
 
 }  // namespace cudyn::detail

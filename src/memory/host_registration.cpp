@@ -1,6 +1,8 @@
 // cudyn — HostRegistration: cuMemHostRegister_v2 / cuMemHostUnregister.
 #include "cudyn/memory/host_registration.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
+#include "core/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <cstdint>
@@ -9,16 +11,19 @@
 namespace cudyn {
 
 namespace {
+
+constexpr detail::Operation kRegister{"HostRegistration::register_memory"};
+
 Result<void> unregister_host_memory(std::uintptr_t address) {
     return call_driver(&DriverTable::cuMemHostUnregister_v4000, reinterpret_cast<void*>(address));
 }
+
 }  // namespace
 
 Result<HostRegistration> HostRegistration::register_memory(void* data, std::size_t bytes, HostRegisterFlags flags) {
-    if (data == nullptr) return Error::invalid_argument("HostRegistration::register_memory: data is a null pointer");
-    if (bytes == 0) return Error::invalid_argument("HostRegistration::register_memory: bytes must be non-zero");
-    CUDYN_TRY(detail::check_address_range(reinterpret_cast<std::uintptr_t>(data), bytes,
-                                          "HostRegistration::register_memory"));
+    if (data == nullptr) return kRegister.invalid("data is a null pointer");
+    if (bytes == 0) return kRegister.invalid("bytes must be non-zero");
+    CUDYN_TRY(detail::check_address_range(reinterpret_cast<std::uintptr_t>(data), bytes, kRegister.name()));
     if (flags.device_mapped)
         CUDYN_TRY(detail::require_host_mapping("cuMemHostGetDevicePointer_v2", "HostRegistration (device_mapped)"));
     CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());

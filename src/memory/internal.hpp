@@ -1,9 +1,10 @@
-// cudyn — private to the memory module (buffers, spans, managed memory, plans).
+// cudyn — private to the memory module (buffers, spans, managed memory,
+// plans); the sharing and VMM modules use a few of these too.
 #pragma once
 
-#include "cudyn/core/result.hpp"
 #include "cudyn/core/error.hpp"
 #include "cudyn/core/location.hpp"
+#include "cudyn/core/result.hpp"
 #include "cudyn/memory/managed_range.hpp"
 
 #include <cuda.h>
@@ -14,12 +15,10 @@
 
 namespace cudyn::detail {
 
+// ---- allocations -------------------------------------------------------------------------------
+
 // cuMemFree_v2: the release function of device and managed allocations.
 Result<void> free_device_memory(std::uintptr_t address);
-
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
 
 // The device of the calling thread's current context.
 Result<CUdevice> current_context_device();
@@ -29,23 +28,17 @@ Result<void> require_host_mapping(const char* entry, const char* what);
 // cuMemHostGetDevicePointer_v2 with flags 0 (the only value it takes).
 Result<CUdeviceptr> mapped_device_pointer(void* host);
 
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
+// ---- synchronous work and steps ----------------------------------------------------------------
 
 // What every synchronous cudyn call that enqueues device work does after
 // `issued`: waits for the legacy default stream (cuStreamSynchronize), where
 // the no-stream entries and cudyn's own synchronous forms put their work.
 // The driver's no-stream memsets and device-to-device copies return before
-// the device has done them (docs/measurements has the figures), a copy from
-// pageable host memory once the source is staged; waiting makes "synchronous" mean done, and
-// orders the call before any work the caller enqueues next, on any stream.
-// (Copies to the host need no wait: the driver returns them done.)
+// the device has done them, and a copy from pageable host memory once the
+// source is staged; waiting makes "synchronous" mean done, and orders the
+// call before any work the caller enqueues next, on any stream. (Copies to
+// the host need no wait: the driver returns them done.)
 Result<void> finish_on_legacy_stream(Result<void> issued);
-
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
 
 // An item once issued cannot be taken back (a prefetch, a copy on a stream),
 // so the error tells how many went out before the failure:
@@ -62,9 +55,7 @@ inline void note_failed_step(Error& error, const char* noun, std::size_t index, 
                      ", index " + std::to_string(index) + ", failed; " + issued + ")";
 }
 
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
+// ---- advice and prefetch locations -------------------------------------------------------------
 
 // A location checked and translated for the ABI this driver serves: the
 // CUmemLocation (_v2) entries where resolved, else the v1 CUdevice form (host

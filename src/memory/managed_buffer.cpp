@@ -1,9 +1,10 @@
 // cudyn — ManagedBuffer: cuMemAllocManaged / cuMemFree_v2.
 #include "cudyn/memory/managed_buffer.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
+#include "memory/internal.hpp"
 
 #include <utility>
-#include "memory/internal.hpp"
 
 namespace cudyn::detail {
 
@@ -18,7 +19,7 @@ Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t eleme
 }
 
 Result<ManagedRange> managed_subrange(const OwnedMemory& memory, std::size_t element_size, std::size_t first,
-                                         std::size_t count) {
+                                      std::size_t count) {
     CUDYN_TRY(memory.require("ManagedBuffer::managed_range", "ManagedBuffer"));
     CUDYN_TRY(check_range(first, count, memory.bytes() / element_size, "ManagedBuffer::managed_range"));
     return ManagedRange::over(memory.device_address() + first * element_size, count * element_size);

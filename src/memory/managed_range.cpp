@@ -1,11 +1,11 @@
 // cudyn — ManagedRange: advice and prefetch through whichever location
 // ABI the driver has.
 #include "cudyn/memory/managed_range.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/loader.hpp"
-#include "cudyn/memory/owned_memory.hpp"
+#include "core/internal.hpp"
 #include "device/device_facts.hpp"
-#include "memory/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <string>
@@ -42,8 +42,8 @@ Result<PreparedLocation> prepare_location(const Location& location, const char* 
     if (location.kind() == LocationKind::Device) {
         CUDYN_TRY_ASSIGN(auto count, visible_device_count());
         if (location.id() >= count)
-            return Error::invalid_argument(std::string(what) + ": " + location.describe() + " is out of range: " +
-                                           std::to_string(count) + " device(s) visible");
+            return Operation(what).invalid(location.describe() + " is out of range: " + std::to_string(count) +
+                                           " device(s) visible");
     }
     return prepared;
 }
@@ -56,8 +56,8 @@ Result<void> require_concurrent_managed_access(const Location& location, const c
                                                const char* consequence) {
     CUDYN_TRY_ASSIGN(auto concurrent, concurrent_managed_access(location.id()));
     if (!concurrent)
-        return Error::not_supported(entry, std::string(what) + ": " + location.describe() +
-                                               " lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: " + consequence);
+        return Operation(what).not_supported(
+            entry, location.describe() + " lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: " + consequence);
     return ok();
 }
 
@@ -110,9 +110,10 @@ Result<void> issue_prefetch(CUdeviceptr base, std::size_t bytes, const PreparedL
 }  // namespace detail
 
 Result<ManagedRange> ManagedRange::over(CUdeviceptr base, std::size_t bytes) {
-    if (base == 0) return Error::invalid_argument("ManagedRange::over: base is a null pointer");
-    if (bytes == 0) return Error::invalid_argument("ManagedRange::over: bytes must be non-zero");
-    CUDYN_TRY(detail::check_address_range(base, bytes, "ManagedRange::over"));
+    constexpr detail::Operation kOver{"ManagedRange::over"};
+    if (base == 0) return kOver.invalid("base is a null pointer");
+    if (bytes == 0) return kOver.invalid("bytes must be non-zero");
+    CUDYN_TRY(detail::check_address_range(base, bytes, kOver.name()));
     return ManagedRange(base, bytes);
 }
 
@@ -166,13 +167,14 @@ Result<void> ManagedRange::advise_one(CUmem_advise advice, const Location& locat
 }
 
 Result<void> ManagedRange::advise(std::initializer_list<ManagedAdvice> advices) const {
+    constexpr detail::Operation kAdvise{"ManagedRange::advise"};
     // Every advice is prepared before the first is issued.
     std::vector<detail::PreparedLocation> prepared;
     prepared.reserve(advices.size());
     for (const ManagedAdvice& step : advices) {
         if (step.advice < CU_MEM_ADVISE_SET_READ_MOSTLY || step.advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
-            return Error::invalid_argument("ManagedRange::advise: advice " +
-                                           std::to_string(static_cast<int>(step.advice)) + " is not a CUmem_advise");
+            return kAdvise.invalid("advice " + std::to_string(static_cast<int>(step.advice)) +
+                                   " is not a CUmem_advise");
         CUDYN_TRY_ASSIGN(auto target, detail::prepare_advice_location(step.advice, step.location,
                                                                       "ManagedRange::advise: location"));
         prepared.push_back(target);

@@ -1,9 +1,11 @@
 // cudyn — memory information: cuMemGetInfo_v2 and cuPointerGetAttributes.
 #include "cudyn/memory/memory_info.hpp"
 #include "cudyn/loader/driver_call.hpp"
+#include "core/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <cstdint>
+#include <utility>
 
 namespace cudyn {
 
@@ -16,8 +18,8 @@ Result<DeviceMemoryInfo> current_device_memory_info() {
 }
 
 Result<DeviceMemoryInfo> device_memory_info(const PrimaryContext& context) {
-    if (context.handle() == nullptr)
-        return Error::invalid_argument("device_memory_info: context is empty (moved from or released)");
+    constexpr detail::Operation kInfo{"device_memory_info"};
+    if (context.handle() == nullptr) return kInfo.invalid("context is empty (moved from or released)");
     CUcontext previous = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &previous));
     if (previous != context.handle()) CUDYN_TRY(call_driver(&DriverTable::cuCtxSetCurrent_v4000, context.handle()));
@@ -26,7 +28,7 @@ Result<DeviceMemoryInfo> device_memory_info(const PrimaryContext& context) {
     auto queried = call_driver(&DriverTable::cuMemGetInfo_v3020, &info.free_bytes, &info.total_bytes);
     // Put the previous context back whatever the query answered.
     if (previous != context.handle()) CUDYN_TRY(call_driver(&DriverTable::cuCtxSetCurrent_v4000, previous));
-    if (!queried) return std::move(queried).error();
+    CUDYN_TRY(std::move(queried));
     return info;
 }
 

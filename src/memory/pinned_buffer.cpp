@@ -1,5 +1,6 @@
 // cudyn — PinnedBuffer: cuMemHostAlloc / cuMemFreeHost.
 #include "cudyn/memory/pinned_buffer.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
 
 #include <utility>

@@ -2,9 +2,8 @@
 // stream allow it, one prefetch per range otherwise.
 #include "cudyn/memory/prefetch_plan.hpp"
 #include "cudyn/loader/driver_call.hpp"
+#include "core/internal.hpp"
 #include "device/device_facts.hpp"
-#include "memory/internal.hpp"
-#include "memory/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <algorithm>
@@ -14,7 +13,7 @@ namespace cudyn {
 
 namespace {
 
-constexpr const char* kWhat = "PrefetchPlan::execute: location";
+constexpr detail::Operation kExecute{"PrefetchPlan::execute"};
 
 // cuMemPrefetchBatchAsync refuses the legacy NULL stream and requires
 // CONCURRENT_MANAGED_ACCESS on every device of the system, not only the
@@ -41,7 +40,7 @@ Result<void> PrefetchPlan::add(const ManagedRange& range, const Location& locati
 }
 
 Result<void> PrefetchPlan::execute(StreamRef stream) const {
-    if (entries_.empty()) return Error::invalid_argument("PrefetchPlan::execute: the plan is empty");
+    if (entries_.empty()) return kExecute.invalid("the plan is empty");
 
     // Distinct locations in order of first appearance, each checked once.
     std::vector<Location> locations;
@@ -54,7 +53,7 @@ Result<void> PrefetchPlan::execute(StreamRef stream) const {
     std::vector<detail::PreparedLocation> targets;
     targets.reserve(locations.size());
     for (const Location& location : locations) {
-        CUDYN_TRY_ASSIGN(auto target, detail::prepare_prefetch_location(location, kWhat));
+        CUDYN_TRY_ASSIGN(auto target, detail::prepare_prefetch_location(location, "PrefetchPlan::execute: location"));
         targets.push_back(target);
     }
 

@@ -1,7 +1,9 @@
 // cudyn — ZeroCopyBuffer: zero-copy host memory, and the host-mapping checks
 // HostRegistration shares.
 #include "cudyn/memory/zero_copy_buffer.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
+#include "core/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <string>
@@ -20,8 +22,8 @@ Result<void> require_host_mapping(const char* entry, const char* what) {
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetAttribute_v2000, &can_map, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
                           device));
     if (can_map != 0) return ok();
-    return Error::not_supported(entry, std::string(what) + ": device " + std::to_string(device) +
-                                           " cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)");
+    const std::string why = " cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)";
+    return Operation(what).not_supported(entry, "device " + std::to_string(device) + why);
 }
 
 Result<CUdeviceptr> mapped_device_pointer(void* host) {
@@ -35,11 +37,10 @@ Result<OwnedMemory> allocate_zero_copy_memory(std::size_t count, std::size_t ele
     CUDYN_TRY(checked_bytes(count, element_size, what));
     CUDYN_TRY(require_host_mapping("cuMemHostGetDevicePointer_v2", "ZeroCopyBuffer"));
     flags.device_mapped = true;
-    auto memory = allocate_pinned_memory(count, element_size, flags.to_cu(), what);
-    if (!memory) return memory;
+    CUDYN_TRY_ASSIGN(OwnedMemory memory, allocate_pinned_memory(count, element_size, flags.to_cu(), what));
     // On failure `memory` frees the allocation on the way out.
-    CUDYN_TRY_ASSIGN(auto device_pointer, mapped_device_pointer(reinterpret_cast<void*>(memory->address())));
-    memory->set_device_address(device_pointer);
+    CUDYN_TRY_ASSIGN(auto device_pointer, mapped_device_pointer(reinterpret_cast<void*>(memory.address())));
+    memory.set_device_address(device_pointer);
     return memory;
 }
 

@@ -1,19 +1,8 @@
-// cudyn — the context an owner of driver objects was created in, kept for
-// the owner's lifetime and bound while the owner releases into it.
+// cudyn — OwnerContext: the context an owner of driver objects was created
+// in, kept for the owner's lifetime and made current while it releases.
 //
-// Why: releasing the last reference of a primary context destroys every
-// allocation, stream and event in it, and the next allocation can get the
-// same address back. An owner that outlived its context would then free
-// someone else's memory (the driver answers CUDA_SUCCESS). So every cudyn
-// owner of memory, streams, events or opened handles holds a retain of the
-// context it was created in: the context lives while any owner does, whatever
-// the program did with its own PrimaryContext. And a driver release call acts
-// on the calling thread's current context, so the owner makes its own context
-// current for the call (and puts the caller's back), whichever thread, with
-// whichever context current, destroys it.
-//
-// Internal to the owners (public only because their templates live in
-// headers); programs hold a PrimaryContext instead.
+// Internal: public only because the owners in the public headers hold one
+// and their templates use it. Programs hold a PrimaryContext instead.
 #pragma once
 
 #include "cudyn/core/result.hpp"
@@ -26,6 +15,15 @@ namespace cudyn::detail {
 
 struct ContextRetain;  // one cuDevicePrimaryCtxRetain, released with the last owner
 
+// Why every owner of memory, streams, events or imported handles holds one:
+// releasing the last reference of a primary context destroys every
+// allocation, stream and event in it, and the next allocation can get the
+// same address back; an owner that outlived its context would then free
+// someone else's memory (the driver answers CUDA_SUCCESS). Holding a retain of
+// the context keeps it alive while any owner does, whatever the program did
+// with its own PrimaryContext. And a driver release acts on the calling
+// thread's current context, so the owner makes its own context current for
+// the call (and puts the caller's back), whichever thread destroys it.
 class OwnerContext {
 public:
     OwnerContext() noexcept = default;  // none (no context was current)

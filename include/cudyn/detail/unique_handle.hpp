@@ -1,6 +1,38 @@
 // cudyn — UniqueHandle<Held>: the one move-only owner behind every class
 // that holds something the driver (or the system) must be given back.
 //
+// Internal: public only because the owners in the public headers hold one.
+#pragma once
+
+#include "cudyn/core/result.hpp"
+
+#include <type_traits>
+#include <utility>
+
+namespace cudyn::detail {
+
+// How UniqueHandle reaches a record's members. Transitional: the
+// specialisation below also takes an owner still written as
+// Traits { struct State; static ... }.
+template <typename T, typename = void>
+struct HeldAccess {
+    using Held = T;
+    static bool empty(const Held& held) noexcept { return held.empty(); }
+    static Result<void> release(Held& held) { return held.release(); }
+    template <typename H = Held>
+    static auto abandon(H& held, int) noexcept -> decltype(held.abandon()) { held.abandon(); }
+    static void abandon(Held&, long) noexcept {}
+};
+template <typename T>
+struct HeldAccess<T, std::void_t<typename T::State>> {
+    using Held = typename T::State;
+    static bool empty(const Held& held) noexcept { return T::empty(held); }
+    static Result<void> release(Held& held) { return T::release(held); }
+    template <typename U = T>
+    static auto abandon(Held& held, int) noexcept -> decltype(U::abandon(held)) { U::abandon(held); }
+    static void abandon(Held&, long) noexcept {}
+};
+
 // An owner keeps what it holds in one private record, Held, whose members say
 // how it is given back:
 //
@@ -25,35 +57,6 @@
 //    a destructor has no one to tell): abandon(), then the record is dropped,
 //    members in reverse order of declaration, so a Held lists first what
 //    must outlive the rest.
-#pragma once
-
-#include "cudyn/core/result.hpp"
-
-#include <type_traits>
-#include <utility>
-
-namespace cudyn::detail {
-
-// Transitional: an owner still written as Traits { struct State; static ... }.
-template <typename T, typename = void>
-struct HeldAccess {
-    using Held = T;
-    static bool empty(const Held& held) noexcept { return held.empty(); }
-    static Result<void> release(Held& held) { return held.release(); }
-    template <typename H = Held>
-    static auto abandon(H& held, int) noexcept -> decltype(held.abandon()) { held.abandon(); }
-    static void abandon(Held&, long) noexcept {}
-};
-template <typename T>
-struct HeldAccess<T, std::void_t<typename T::State>> {
-    using Held = typename T::State;
-    static bool empty(const Held& held) noexcept { return T::empty(held); }
-    static Result<void> release(Held& held) { return T::release(held); }
-    template <typename U = T>
-    static auto abandon(Held& held, int) noexcept -> decltype(U::abandon(held)) { U::abandon(held); }
-    static void abandon(Held&, long) noexcept {}
-};
-
 template <typename Record>
 class UniqueHandle {
     using Access = HeldAccess<Record>;

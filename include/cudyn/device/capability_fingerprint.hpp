@@ -1,28 +1,15 @@
 // cudyn — what a device really does, from trials: a capability fingerprint.
 //
-//     auto device = cudyn::Device::get(0);
-//     auto print = cudyn::fingerprint_device(*device);
-//     if (print && print->fabric_export.outcome == cudyn::TrialOutcome::Works) { ... }
-//
 // Device attributes (device_capabilities.hpp) say what a device was built
-// for. Ranks of one job still disagree about what works: host-NUMA
-// allocations that succeed on one node and not another, fabric handles
-// advertised where no IMEX channel exists. Each trial here asks the driver to
-// do the thing once (create, export, load a module) and undoes it at once,
-// so the answer is the node's, driver and kernel set-up included. The trials
-// are the rows of capability_trials.def.
-//
-// Every trial leaves nothing allocated: what it created is released before
-// the next one starts (a release the driver refuses makes the trial Failed,
-// naming what is left). The trials of a device run one after the other on a
-// worker thread with the device's primary context current; each is given
-// `trial_timeout`. A trial that overruns is TimedOut, the ones after it are
-// Skipped (a driver call that does not return may hold the driver's locks),
-// and the worker is left to finish on its own.
+// for; ranks of one job still disagree about what works (host-NUMA
+// allocations, fabric handles without an IMEX channel). Each trial asks the
+// driver to do the thing once (create, export, load a module) and undoes it
+// at once, so the answer is the node's, driver and kernel set-up included.
+// The trials are the rows of capability_trials.def.
 #pragma once
 
-#include "cudyn/device/device.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/device/device.hpp"
 
 #include <cuda.h>
 
@@ -78,7 +65,14 @@ struct FingerprintOptions {
     std::chrono::milliseconds trial_timeout{5000};
 };
 
-// Runs every trial on `device`. The error cases are those before any trial:
+// Runs every trial on `device`, one after the other on a worker thread with
+// the device's primary context current. Each trial leaves nothing allocated
+// (a release the driver refuses makes it Failed, naming what is left) and is
+// given `trial_timeout`: one that overruns is TimedOut, the ones after it are
+// Skipped (a driver call that does not return may hold the driver's locks),
+// and the worker is left to finish on its own.
+//
+// The error cases are those before any trial:
 // an unusable driver, a device that cannot be queried, a primary context that
 // cannot be retained, a thread that cannot be started, and InvalidArgument for
 // a trial_timeout that is not positive. Anything after that is in the trials'

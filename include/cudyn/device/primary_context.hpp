@@ -1,12 +1,14 @@
 // cudyn — the device's primary context, retained for the owner's lifetime.
 #pragma once
 
-#include "cudyn/device/device.hpp"
-#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/device/device.hpp"
 
 #include <cuda.h>
+
+#include <utility>
 
 namespace cudyn {
 
@@ -29,24 +31,23 @@ public:
     // reported, when no owner in the context shares it any more (else the
     // last owner releases it). Empty afterwards, or, when the driver
     // refused, still holding the retain (release() may be retried).
-    Result<void> release() { return retain_.release(); }
+    Result<void> release() { return held_.release(); }
 
-    CUcontext handle() const noexcept { return retain_.get().context.handle(); }
+    CUcontext handle() const noexcept { return held_->context.handle(); }
     const Device& device() const noexcept { return device_; }
 
 private:
-    struct Traits {
-        struct State {
-            detail::OwnerContext context;  // shared with the owners created in the context
-        };
-        static bool empty(const State& state) noexcept { return state.context.empty(); }
+    struct Held {
+        detail::OwnerContext context;  // shared with the owners created in the context
+
+        bool empty() const noexcept { return context.empty(); }
         // The reference goes on success and stays on a refusal: what is held is what is left.
-        static Result<void> release(State& state) { return state.context.release(); }
+        Result<void> release();
     };
     PrimaryContext(Device device, detail::OwnerContext context) noexcept
-        : device_(device), retain_(Traits::State{std::move(context)}) {}
+        : device_(device), held_(Held{std::move(context)}) {}
     Device device_;
-    detail::UniqueHandle<Traits> retain_;
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

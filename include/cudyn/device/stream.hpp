@@ -1,8 +1,8 @@
 // cudyn — a CUDA stream: owned streams and the two default-stream handles.
 #pragma once
 
-#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 
 #include <cuda.h>

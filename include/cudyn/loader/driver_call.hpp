@@ -9,8 +9,8 @@
 // the already-built table, a null check and the call.
 #pragma once
 
-#include "cudyn/loader/driver_table.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/loader/driver_table.hpp"
 
 namespace cudyn {
 

@@ -9,8 +9,8 @@
 // The library is never closed: destructors may run after main returns.
 #pragma once
 
-#include "cudyn/loader/load_report.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/loader/load_report.hpp"
 
 #include <string>
 

@@ -1,47 +1,22 @@
-// cudyn — CopyPlan: many copies, in any direction, recorded and checked once
-// and issued together on a stream.
+// cudyn — CopyPlan: many copies, in any direction, checked when added and
+// issued together on a stream: one cuMemcpyBatchAsync where the driver has
+// it (the 13.0 ABI preferred, else 12.8's) and the stream is not the legacy
+// default stream, which the batch entry refuses; otherwise one cuMemcpyAsync
+// per copy, in the order added. The path is chosen before any call, and
+// execute() says which one ran.
 //
-//     cudyn::CopyPlan plan;                                   // source order: the stream's (the default)
-//     CUDYN_TRY(plan.add(device_span, host_vector));          // host -> device (elements)
-//     CUDYN_TRY(plan.add(host_result, other_span));           // device -> host
-//     CUDYN_TRY(plan.add(third_span, other_span));            // device -> device
-//     CUDYN_TRY_ASSIGN(auto path, plan.execute(stream));      // one cuMemcpyBatchAsync where it can
-//
-// execute(stream) makes one cuMemcpyBatchAsync call where the driver has one
-// and the stream allows it, in whichever ABI the driver exports: CUDA 13.0's
-// (cuMemcpyBatchAsync_v2, preferred: the ABI CUDA 13's headers and runtime
-// call) or 12.8's (which also names the copy it refused). It makes one
-// cuMemcpyAsync per copy, in the order added, where the driver has neither
-// (before 12.8) or the stream is the legacy default stream, which the batch
-// entry refuses (driver 580: INVALID_VALUE for 0 and CU_STREAM_LEGACY; the
-// per-thread default stream and created streams are accepted). The choice is
-// made before any call, never by calling and retrying. execute() says which
-// path ran.
-//
-// Every copy is checked when it is added, so nothing reaches the driver that
-// it would refuse or, worse, take for host memory (driver 580 crashed the
-// process on a batch whose destination was an address it did not know):
-// both sides non-empty (a null address or host pointer, or no elements, is
-// refused: the driver refuses copies of 0 bytes), the same number of
-// elements on both sides, byte sizes that do not overflow, ranges that do not
-// wrap around the address space, a source that does not overlap its own
-// destination (copies are memcpy, not memmove), and no copy that depends on
-// another: copies within a batch run in no particular order, so a destination
-// may not overlap the destination or the source of any other copy of the
-// plan. Overlap is judged by address, in the unified address space (a
-// registered range's separate device alias is not known to be its host range).
-// Ranges past the end of an allocation cannot be seen from an address and are
-// the driver's to refuse (execute's error then names the copy where the
-// driver does).
-//
-// Executing an empty plan is InvalidArgument (a plan that lost its copies is
-// a mistake, and the driver refuses a batch of none), as for PrefetchPlan.
+// The copies of a plan run in no particular order, so add() refuses a copy
+// whose destination overlaps its own source or any other copy's source or
+// destination (judged by address in the unified address space), and empty,
+// mismatched, overflowing or wrapping ranges, before any driver call. Ranges
+// past the end of an allocation cannot be seen from an address and are the
+// driver's to refuse. Executing an empty plan is InvalidArgument.
 #pragma once
 
-#include "cudyn/memory/device_span.hpp"
-#include "cudyn/memory/host_span.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/device/stream_ref.hpp"
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/memory/host_span.hpp"
 
 #include <cuda.h>
 
@@ -136,11 +111,11 @@ public:
     static Path path_for(StreamRef stream) noexcept;
 
     // Issues every copy on `stream` and returns the path it took. A batch is
-    // one call: refused, nothing of it runs (driver 580 queued nothing), and
-    // the error names the copy where the driver says which (the 12.8 ABI);
-    // the 13.0 ABI does not say, and the error says so. Per copy, a failure
-    // part-way names the failing copy and how many before it were issued
-    // (issued copies cannot be taken back).
+    // one call: refused, nothing of it is queued, and the error names the
+    // copy where the driver says which (the 12.8 ABI); the 13.0 ABI does not
+    // say, and the error says so. Per copy, a failure part-way names the
+    // failing copy and how many before it were issued (issued copies cannot
+    // be taken back).
     Result<Path> execute(StreamRef stream) const;
     // Synchronous: on the legacy default stream (one call per copy: the batch
     // entry refuses that stream), returning once every copy is done.

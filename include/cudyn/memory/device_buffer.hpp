@@ -1,26 +1,18 @@
 // cudyn — DeviceBuffer<T>: device memory from cuMemAlloc_v2, typed and
-// move-only, with synchronous and stream-ordered copies and sets.
+// move-only, with synchronous and stream-ordered copies and sets (DeviceSpan's
+// rules: a transfer without a stream returns once the device has done it).
 //
-//     auto buffer = cudyn::DeviceBuffer<float>::allocate(n);   // Result<DeviceBuffer<float>>
-//     CUDYN_TRY(buffer->copy_from(host_vector));
-//     kernel_argument = buffer->device_address();
-//
-// Every transfer takes an optional stream last: without one it returns once
-// the device has done the work (DeviceSpan's rule); with one it is enqueued.
-// The buffer keeps the context it was allocated in and is freed there
-// (cuMemFree waits for that context's work first).
-//
-// Needs a current context (PrimaryContext::activate). Every operation checks
-// its arguments before calling the driver: a zero or overflowing size, a null
-// or empty span, a range past the end, or a moved-from buffer give
-// InvalidArgument naming what was wrong.
+// Needs a current context (PrimaryContext::activate); the buffer keeps that
+// context and is freed in it. Arguments are checked before the driver is
+// called: a zero or overflowing size, a null or empty span, a range past the
+// end or a moved-from buffer is InvalidArgument naming what was wrong.
 #pragma once
 
+#include "cudyn/core/result.hpp"
+#include "cudyn/device/stream_ref.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/host_span.hpp"
 #include "cudyn/memory/owned_memory.hpp"
-#include "cudyn/core/result.hpp"
-#include "cudyn/device/stream_ref.hpp"
 
 #include <cuda.h>
 

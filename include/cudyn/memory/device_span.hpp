@@ -1,40 +1,20 @@
-// cudyn — DeviceSpan<T>: a typed view of memory the device addresses, with
-// the copies and fills every kind of GPU memory shares. A DeviceBuffer, the
-// device side of a ZeroCopyBuffer, a ManagedBuffer, a GrowableBuffer, a
-// MappedRange, an ImportedIpcMemory from another process: each gives its span, and
-// the span moves bytes in and out of it without a raw driver call.
+// cudyn — DeviceSpan<T>: a typed, non-owning view of memory the device
+// addresses (any buffer, mapping or imported allocation gives one), with the
+// copies and fills they all share. The memory must outlive the span; a span
+// of a freed or moved-from buffer is empty, and every operation on it is
+// refused.
 //
-//     auto buffer = cudyn::ManagedBuffer<std::uint32_t>::allocate(n);
-//     CUDYN_TRY(buffer->device_span().fill(0xC0FFEEu, stream));
-//     auto opened = cudyn::import_ipc_memory(descriptor);
-//     auto words = opened->device_span_as<std::uint32_t>();       // Result: checked size and alignment
-//     CUDYN_TRY(words->copy_to(host_vector));
-//
-// A span never owns: the memory must outlive it, and a span of a buffer that
-// was freed or moved from is empty (every operation on it is refused).
-// Like DeviceBuffer, it needs a current context, and every operation checks
-// its arguments before calling the driver: an empty span, a null or empty host
-// span, a source that does not fit, overlapping device ranges give
-// InvalidArgument naming what was wrong.
-//
-// The driver's plain entries do the work (cuMemcpyHtoD/DtoH/DtoD, cuMemsetD8/
-// D32, and their Async forms), which take any address the device reaches under
-// unified addressing: device, managed, mapped host and VMM-mapped memory alike.
-//
-// Every transfer takes an optional stream as its last argument. Without one it
-// is synchronous: it returns once the device has done the work (the driver's
-// memsets and device-to-device copies return before that, so cudyn waits for
-// the legacy default stream after them), and is therefore ordered before
-// anything enqueued next, on any stream. With a stream it is enqueued there
-// and returns.
-//
-// DeviceSpan<const T> is the read-only view (a source); a DeviceSpan<T>
-// converts to it. Writes into a const span do not compile.
+// Every transfer takes an optional stream last. Without one it returns once
+// the device has done the work, so it is ordered before anything enqueued
+// next, on any stream; with one it is enqueued there. Arguments are checked
+// before the driver is called (an empty span, a null or empty host span, a
+// source that does not fit, overlapping device ranges: InvalidArgument).
+// DeviceSpan<const T> is the read-only view; a DeviceSpan<T> converts to it.
 #pragma once
 
-#include "cudyn/memory/host_span.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/device/stream_ref.hpp"
+#include "cudyn/memory/host_span.hpp"
 
 #include <cuda.h>
 

@@ -4,10 +4,11 @@
 // must outlive the registration.
 #pragma once
 
+#include "cudyn/core/result.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/host_span.hpp"
 #include "cudyn/memory/owned_memory.hpp"
-#include "cudyn/core/result.hpp"
 
 #include <cuda.h>
 
@@ -39,8 +40,6 @@ public:
     // InvalidArgument for a null pointer, zero bytes, or a range that runs
     // past the end of the address space.
     static Result<HostRegistration> register_memory(void* data, std::size_t bytes, HostRegisterFlags flags = {});
-    // The span's bytes; InvalidArgument when its element count times the
-    // element size overflows size_t (a hand-made span can claim that much).
     // The elements of a container (std::vector, std::array, an array, ...),
     // deducing T.
     template <typename Container, typename T = std::remove_pointer_t<decltype(std::data(std::declval<Container&>()))>,
@@ -48,12 +47,14 @@ public:
     static Result<HostRegistration> register_span(Container& container, HostRegisterFlags flags = {}) {
         return register_span(HostSpan<T>(container), flags);
     }
+    // The span's bytes; InvalidArgument when its element count times the
+    // element size overflows size_t (a hand-made span can claim that much).
     template <typename T>
     static Result<HostRegistration> register_span(HostSpan<T> span, HostRegisterFlags flags = {}) {
         static_assert(!std::is_const_v<T>, "register a span of writable elements");
-        auto bytes = detail::byte_size(span.size(), sizeof(T), "HostRegistration::register_span: span of");
-        if (!bytes) return bytes.error();
-        return register_memory(static_cast<void*>(span.data()), *bytes, flags);
+        CUDYN_TRY_ASSIGN(const std::size_t bytes,
+                         detail::byte_size(span.size(), sizeof(T), "HostRegistration::register_span: span of"));
+        return register_memory(static_cast<void*>(span.data()), bytes, flags);
     }
 
     HostRegistration() noexcept = default;  // empty
@@ -77,7 +78,9 @@ public:
     bool empty() const noexcept { return memory_.empty(); }
     HostRegisterFlags flags() const noexcept { return flags_; }
 
-    // Unregisters now and reports the driver's answer; empty afterwards.
+    // Unregisters now and reports the driver's answer: empty afterwards, or,
+    // when the driver refused, still registered (unregister() may be retried).
+    // The destructor does the same, silently.
     Result<void> unregister() { return memory_.release(); }
 
 private:

@@ -3,10 +3,10 @@
 // the same address, migrated on demand or by ManagedRange.
 #pragma once
 
+#include "cudyn/core/result.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/managed_range.hpp"
 #include "cudyn/memory/owned_memory.hpp"
-#include "cudyn/core/result.hpp"
 
 #include <cuda.h>
 

@@ -2,8 +2,8 @@
 // (cuMemGetInfo_v2) and the attributes of a pointer (cuPointerGetAttributes).
 #pragma once
 
-#include "cudyn/device/primary_context.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/device/primary_context.hpp"
 
 #include <cuda.h>
 

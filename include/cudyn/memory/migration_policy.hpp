@@ -5,8 +5,8 @@
 #pragma once
 
 #include "cudyn/core/location.hpp"
-#include "cudyn/memory/managed_range.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/memory/managed_range.hpp"
 
 #include <optional>
 #include <string>

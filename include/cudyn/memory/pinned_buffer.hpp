@@ -3,8 +3,8 @@
 // speed and asynchronously.
 #pragma once
 
-#include "cudyn/memory/owned_memory.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/memory/owned_memory.hpp"
 
 #include <cuda.h>
 

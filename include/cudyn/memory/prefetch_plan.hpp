@@ -11,9 +11,9 @@
 #pragma once
 
 #include "cudyn/core/location.hpp"
-#include "cudyn/memory/managed_range.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/device/stream_ref.hpp"
+#include "cudyn/memory/managed_range.hpp"
 
 #include <cuda.h>
 

@@ -8,10 +8,10 @@
 // anything is allocated.
 #pragma once
 
+#include "cudyn/core/result.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/owned_memory.hpp"
 #include "cudyn/memory/pinned_buffer.hpp"
-#include "cudyn/core/result.hpp"
 
 #include <cuda.h>
 

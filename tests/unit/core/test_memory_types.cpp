@@ -3,14 +3,14 @@
 // (never allocated) buffer answers. Runs with no driver at all.
 #include "support/catch.hpp"
 
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/memory/host_registration.hpp"
 #include "cudyn/memory/host_span.hpp"
+#include "cudyn/memory/managed_buffer.hpp"
 #include "cudyn/memory/migration_policy.hpp"
-#include "cudyn/memory/owned_memory.hpp"
 #include "cudyn/memory/pinned_buffer.hpp"
 #include "cudyn/memory/prefetch_plan.hpp"
-#include "cudyn/memory/managed_buffer.hpp"
 
 #include <array>
 #include <cstdint>
@@ -67,6 +67,16 @@ TEST_CASE("size and range checks name the argument and catch overflow", "[unit]"
     CHECK(invalid_message(cudyn::detail::check_range(kMax, 2, 10, "op")).find("exceeds") != std::string::npos);
     CHECK(invalid_message(cudyn::detail::check_range(2, kMax, 10, "op")).find("exceeds") != std::string::npos);
     CHECK(invalid_message(cudyn::detail::check_range(0, 0, 10, "op")) == "op: count must be non-zero");
+}
+
+TEST_CASE("the address-range check refuses a range that wraps around the address space", "[unit]") {
+    constexpr std::uint64_t kTop = std::numeric_limits<std::uint64_t>::max();
+    CHECK(cudyn::detail::check_address_range(kTop - 9, 10, "op").has_value());  // ends at the very last byte
+    CHECK(cudyn::detail::check_address_range(kTop, 0, "op").has_value());       // no bytes: fine anywhere
+    CHECK(invalid_message(cudyn::detail::check_address_range(kTop - 9, 11, "op")) ==
+          "op: 11 bytes from address " + std::to_string(kTop - 9) +
+              " run past the end of the address space (the range wraps around)");
+    CHECK(*cudyn::detail::byte_size(0, 8, "count") == 0);  // byte_size alone takes a count of 0
 }
 
 TEST_CASE("bad sizes are refused before the driver is even loaded", "[unit]") {

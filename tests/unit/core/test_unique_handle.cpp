@@ -1,4 +1,4 @@
-// UniqueHandle<Traits>'s contract (unique_handle.hpp), with scripted traits
+// UniqueHandle<Held>'s contract (unique_handle.hpp), with scripted records
 // and no driver: moves, releases in steps that a refusal stops half-way, a
 // release that forgets even when it fails (close), and what the destructor
 // does with what a refusal left.
@@ -17,7 +17,7 @@
 
 namespace {
 
-// The "driver" the traits below give back to: it takes the next `accepts`
+// The "driver" the records below give back to: it takes the next `accepts`
 // give-backs and refuses every one after, and records what it took, what was
 // abandoned and what was dropped.
 struct Ledger {
@@ -43,41 +43,37 @@ bool refuse_next() {
 
 // Items given back one at a time, last first (as GrowableBuffer's chunks):
 // a refusal stops the release with the rest still held.
-struct StepTraits {
-    struct State {
-        std::vector<int> items;
-        int setting = 0;  // not held: a release keeps it
-    };
-    static bool empty(const State& state) noexcept { return state.items.empty(); }
-    static cudyn::Result<void> release(State& state) {
+struct StepHeld {
+    std::vector<int> items;
+    int setting = 0;  // not held: a release keeps it
+
+    bool empty() const noexcept { return items.empty(); }
+    cudyn::Result<void> release() {
         ++ledger().release_calls;
-        while (!state.items.empty()) {
+        while (!items.empty()) {
             if (refuse_next()) return refusal();
-            ledger().given_back.push_back(state.items.back());
-            state.items.pop_back();
+            ledger().given_back.push_back(items.back());
+            items.pop_back();
         }
         return cudyn::ok();
     }
-    static void abandon(State& state) noexcept {
-        ledger().abandoned.insert(ledger().abandoned.end(), state.items.begin(), state.items.end());
-    }
+    void abandon() noexcept { ledger().abandoned.insert(ledger().abandoned.end(), items.begin(), items.end()); }
 };
-using Steps = cudyn::detail::UniqueHandle<StepTraits>;
+using Steps = cudyn::detail::UniqueHandle<StepHeld>;
 
 // A descriptor that is gone once close() was called, whatever it answered.
-struct CloseTraits {
-    struct State {
-        int fd = -1;
-    };
-    static bool empty(const State& state) noexcept { return state.fd < 0; }
-    static cudyn::Result<void> release(State& state) {
+struct CloseHeld {
+    int fd = -1;
+
+    bool empty() const noexcept { return fd < 0; }
+    cudyn::Result<void> release() {
         ++ledger().release_calls;
-        ledger().given_back.push_back(std::exchange(state.fd, -1));
+        ledger().given_back.push_back(std::exchange(fd, -1));
         if (refuse_next()) return refusal();
         return cudyn::ok();
     }
 };
-using Closing = cudyn::detail::UniqueHandle<CloseTraits>;
+using Closing = cudyn::detail::UniqueHandle<CloseHeld>;
 
 // Records its id in the ledger when it is destroyed holding one.
 struct Piece {
@@ -95,13 +91,12 @@ struct Piece {
 };
 
 // Two pieces the driver never takes back: every release is refused.
-struct PiecesTraits {
-    struct State {
-        Piece first;
-        Piece second;
-    };
-    static bool empty(const State& state) noexcept { return state.first.id == 0 && state.second.id == 0; }
-    static cudyn::Result<void> release(State&) { return refusal(); }
+struct PiecesHeld {
+    Piece first;
+    Piece second;
+
+    bool empty() const noexcept { return first.id == 0 && second.id == 0; }
+    cudyn::Result<void> release() { return refusal(); }
 };
 
 }  // namespace
@@ -112,28 +107,28 @@ static_assert(std::is_nothrow_move_constructible_v<Steps> && std::is_nothrow_mov
 TEST_CASE("UniqueHandle: a move leaves the source empty, a move-assignment releases the target first",
           "[unit][unique-handle]") {
     ledger() = Ledger{};
-    Steps first(StepTraits::State{{1, 2}, 7});
+    Steps first(StepHeld{{1, 2}, 7});
     Steps second(std::move(first));
     CHECK(first.empty());
     CHECK(first.get().items.empty());
-    CHECK(first.get().setting == 0);  // State{}, settings included
+    CHECK(first.get().setting == 0);  // Held{}, settings included
     CHECK(second.get().items == std::vector<int>{1, 2});
     CHECK(second.get().setting == 7);
 
-    Steps third(StepTraits::State{{3}, 0});
+    Steps third(StepHeld{{3}, 0});
     third = std::move(second);
     CHECK(ledger().given_back == std::vector<int>{3});
     CHECK(second.empty());
     CHECK(third.get().items == std::vector<int>{1, 2});
 
-    REQUIRE(first.release());  // empty: nothing to give back, the traits are not asked
+    REQUIRE(first.release());  // empty: nothing to give back, the record is not asked
     CHECK(ledger().release_calls == 1);
 }
 
 TEST_CASE("UniqueHandle: a refused release keeps what is still held, and a retry gives back the rest",
           "[unit][unique-handle]") {
     ledger() = Ledger{};
-    Steps owner(StepTraits::State{{1, 2, 3}, 5});
+    Steps owner(StepHeld{{1, 2, 3}, 5});
 
     // Refused at the first step: everything is kept.
     ledger().accepts = 0;
@@ -142,7 +137,7 @@ TEST_CASE("UniqueHandle: a refused release keeps what is still held, and a retry
     CHECK(refused.error().driver_result == CUDA_ERROR_DEINITIALIZED);
     CHECK(owner.get().items == std::vector<int>{1, 2, 3});
 
-    // One step goes through, the next is refused: the state keeps exactly the rest.
+    // One step goes through, the next is refused: the record keeps exactly the rest.
     ledger().accepts = 1;
     REQUIRE_FALSE(owner.release());
     CHECK_FALSE(owner.empty());
@@ -155,7 +150,7 @@ TEST_CASE("UniqueHandle: a refused release keeps what is still held, and a retry
     CHECK(owner.empty());
     CHECK(ledger().given_back == std::vector<int>{3, 2, 1});
     CHECK(owner.get().setting == 5);  // a release leaves what is not held where it was
-    REQUIRE(owner.release());         // empty now: ok, and the traits are not asked again
+    REQUIRE(owner.release());         // empty now: ok, and the record is not asked again
     CHECK(ledger().release_calls == 3);
     CHECK(ledger().abandoned.empty());
 }
@@ -164,7 +159,7 @@ TEST_CASE("UniqueHandle: the destructor after a refused release abandons what is
           "[unit][unique-handle]") {
     ledger() = Ledger{};
     {
-        Steps owner(StepTraits::State{{1, 2, 3}, 0});
+        Steps owner(StepHeld{{1, 2, 3}, 0});
         ledger().accepts = 1;  // then the driver takes nothing back any more (as at exit)
     }
     CHECK(ledger().release_calls == 1);  // one attempt, no retry
@@ -173,9 +168,9 @@ TEST_CASE("UniqueHandle: the destructor after a refused release abandons what is
 
     // Move-assignment lets go of the target's remains the same way.
     ledger() = Ledger{};
-    Steps target(StepTraits::State{{4}, 0});
+    Steps target(StepHeld{{4}, 0});
     ledger().accepts = 0;
-    target = Steps(StepTraits::State{{5}, 0});
+    target = Steps(StepHeld{{5}, 0});
     CHECK(ledger().abandoned == std::vector<int>{4});
     CHECK(target.get().items == std::vector<int>{5});
     ledger().accepts = 1000;
@@ -185,7 +180,7 @@ TEST_CASE("UniqueHandle: what a refusal left is dropped as a destructor drops it
           "[unit][unique-handle]") {
     ledger() = Ledger{};
     {
-        cudyn::detail::UniqueHandle<PiecesTraits> owner(PiecesTraits::State{Piece(1), Piece(2)});
+        cudyn::detail::UniqueHandle<PiecesHeld> owner(PiecesHeld{Piece(1), Piece(2)});
         REQUIRE_FALSE(owner.release());
         CHECK(ledger().dropped.empty());  // still held after a refused release()
     }
@@ -195,7 +190,7 @@ TEST_CASE("UniqueHandle: what a refusal left is dropped as a destructor drops it
 TEST_CASE("UniqueHandle: a release that forgets even when it fails is never retried", "[unit][unique-handle]") {
     ledger() = Ledger{};
     {
-        Closing descriptor(CloseTraits::State{5});
+        Closing descriptor(CloseHeld{5});
         ledger().accepts = 0;
         auto closed = descriptor.release();
         REQUIRE_FALSE(closed);
@@ -208,7 +203,7 @@ TEST_CASE("UniqueHandle: a release that forgets even when it fails is never retr
 
     ledger() = Ledger{};
     {
-        Closing descriptor(CloseTraits::State{6});
+        Closing descriptor(CloseHeld{6});
         ledger().accepts = 0;
     }
     CHECK(ledger().release_calls == 1);
