@@ -204,7 +204,7 @@ private:
 
         bool empty() const noexcept { return !owned; }
         // cuMemPoolDestroy (a refusal keeps the pool); a pool the driver must
-        // not destroy (detail::keep_pool_from_destroy) is only let go of.
+        // not destroy (its fabric export was refused) is only let go of.
         Result<void> release();
     };
     MemoryPool(CUmemoryPool pool, bool owned, Location location, HandleType types = HandleType::None) noexcept
