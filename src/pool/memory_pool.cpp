@@ -4,19 +4,38 @@
 #include "cudyn/device/device.hpp"
 #include "cudyn/loader/driver_call.hpp"
 
-#include "device/device_facts.hpp"
-#include "core/internal.hpp"
 #include "core/internal.hpp"
 #include "core/process_identity.hpp"
+#include "device/device_facts.hpp"
+#include "pool/internal.hpp"
+#include "vmm/internal.hpp"
 
 #include <algorithm>
 #include <mutex>
-#include <vector>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cudyn {
 
 namespace {
+
+constexpr detail::Operation kCreate{"MemoryPool::create"};
+constexpr detail::Operation kDefaultFor{"MemoryPool::default_for"};
+constexpr detail::Operation kCurrentFor{"MemoryPool::current_for"};
+constexpr detail::Operation kSetCurrentFor{"MemoryPool::set_current_for"};
+constexpr detail::Operation kManagedDefaultFor{"MemoryPool::managed_default_for"};
+constexpr detail::Operation kManagedCurrentFor{"MemoryPool::managed_current_for"};
+constexpr detail::Operation kSetManagedCurrentFor{"MemoryPool::set_managed_current_for"};
+constexpr detail::Operation kReleaseThreshold{"MemoryPool::release_threshold"};
+constexpr detail::Operation kSetReleaseThreshold{"MemoryPool::set_release_threshold"};
+constexpr detail::Operation kReuse{"MemoryPool::reuse"};
+constexpr detail::Operation kSetReuse{"MemoryPool::set_reuse"};
+constexpr detail::Operation kUsage{"MemoryPool::usage"};
+constexpr detail::Operation kResetHighWaterMarks{"MemoryPool::reset_high_water_marks"};
+constexpr detail::Operation kTrimTo{"MemoryPool::trim_to"};
+constexpr detail::Operation kSetAccess{"MemoryPool::set_access"};
+constexpr detail::Operation kAccess{"MemoryPool::access"};
 
 CUmemPool_attribute reuse_attribute(PoolReuse policy) noexcept {
     switch (policy) {
@@ -30,14 +49,15 @@ CUmemPool_attribute reuse_attribute(PoolReuse policy) noexcept {
 // NotSupported unless the driver has `entry` and device `ordinal` reports
 // MEMORY_POOLS_SUPPORTED.
 template <typename Pfn>
-Result<void> require_pools(Pfn DriverTable::*entry, int ordinal, const char* operation) {
+Result<void> require_pools(Pfn DriverTable::*entry, int ordinal, const detail::Operation& operation) {
     CUDYN_TRY(detail::require_entry(entry));
     // InvalidArgument for an ordinal outside the visible devices.
     CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
-    if (!caps.memory_pools)
-        return Error::not_supported({}, std::string(operation) + ": device " + std::to_string(ordinal) +
-                                            " does not support memory pools "
-                                            "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)");
+    return detail::require_memory_pools(caps, ordinal, operation);
+}
+
+Result<void> require_pool(const MemoryPool& pool, const detail::Operation& operation) {
+    if (pool.empty()) return operation.invalid("the pool is empty (moved from or destroyed)");
     return ok();
 }
 
@@ -50,8 +70,8 @@ Result<unsigned> pool_handle_types(int ordinal) {
     return static_cast<unsigned>(mask);
 }
 
-Result<CUmemLocation> managed_location(const Location& location, const char* operation) {
-    CUDYN_TRY(location.validate(operation));
+Result<CUmemLocation> managed_location(const Location& location, const detail::Operation& operation) {
+    CUDYN_TRY(location.validate(operation.name()));
     return location.to_cu();
 }
 
@@ -81,10 +101,11 @@ PoolProperties PoolProperties::with_max_size_bytes(std::size_t bytes) const noex
 }
 
 Result<void> PoolProperties::validate() const {
-    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, "pool properties", "cuMemPoolCreate"));
+    constexpr detail::Operation kProperties{"pool properties"};
+    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, kProperties, "cuMemPoolCreate"));
 #if !defined(_WIN32)
     if (includes(handle_types_, HandleType::Win32) || includes(handle_types_, HandleType::Win32Kmt))
-        return Error::invalid_argument("pool properties: handle types: Win32 handles exist only on Windows");
+        return kProperties.invalid("handle types: Win32 handles exist only on Windows");
 #endif
     return ok();
 }
@@ -111,14 +132,13 @@ Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
     CUDYN_TRY(properties.validate());
     const Location& where = properties.location();
     if (where.kind() == LocationKind::Device) {
-        CUDYN_TRY(require_pools(&DriverTable::cuMemPoolCreate_v11020, where.id(), "MemoryPool::create"));
+        CUDYN_TRY(require_pools(&DriverTable::cuMemPoolCreate_v11020, where.id(), kCreate));
         if (properties.handle_types() != HandleType::None) {
             CUDYN_TRY_ASSIGN(const unsigned supported, pool_handle_types(where.id()));
             const unsigned wanted = static_cast<unsigned>(properties.handle_types());
             if ((wanted & ~supported) != 0)
-                return Error::not_supported(
-                    {}, "MemoryPool::create: " + properties.describe() + ": " +
-                            to_string(static_cast<HandleType>(wanted & ~supported)) +
+                return kCreate.not_supported(
+                    {}, properties.describe() + ": " + to_string(static_cast<HandleType>(wanted & ~supported)) +
                             " handles are not supported for pools on device " + std::to_string(where.id()) +
                             " (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: " +
                             to_string(static_cast<HandleType>(supported)) + ")");
@@ -133,38 +153,38 @@ Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
         // Without an IMEX channel the driver may refuse a fabric-shareable
         // pool already here: the same NotSupported as at export.
         if (!includes(properties.handle_types(), HandleType::Fabric)) return std::move(created).error();
-        return detail::fabric_error(std::move(created).error(), "MemoryPool::create");
+        return detail::fabric_error(std::move(created).error(), kCreate.name());
     }
     return MemoryPool(pool, true, where, properties.handle_types());
 }
 
 Result<MemoryPool> MemoryPool::default_for(const Device& device) {
     CUDYN_TRY(require_pools(&DriverTable::cuDeviceGetDefaultMemPool_v11020, device.ordinal(),
-                            "MemoryPool::default_for"));
+                            kDefaultFor));
     CUmemoryPool pool = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetDefaultMemPool_v11020, &pool, device.handle()));
     return MemoryPool(pool, false, Location::device(device.ordinal()));
 }
 
 Result<MemoryPool> MemoryPool::current_for(const Device& device) {
-    CUDYN_TRY(require_pools(&DriverTable::cuDeviceGetMemPool_v11020, device.ordinal(), "MemoryPool::current_for"));
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceGetMemPool_v11020, device.ordinal(), kCurrentFor));
     CUmemoryPool pool = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetMemPool_v11020, &pool, device.handle()));
     return MemoryPool(pool, false, Location::device(device.ordinal()));
 }
 
 Result<void> MemoryPool::set_current_for(const Device& device) const {
-    CUDYN_TRY(require_pool("MemoryPool::set_current_for"));
-    CUDYN_TRY(require_pools(&DriverTable::cuDeviceSetMemPool_v11020, device.ordinal(), "MemoryPool::set_current_for"));
+    CUDYN_TRY(require_pool(*this, kSetCurrentFor));
+    CUDYN_TRY(require_pools(&DriverTable::cuDeviceSetMemPool_v11020, device.ordinal(), kSetCurrentFor));
     if (location() != Location::device(device.ordinal()))
-        return Error::invalid_argument("MemoryPool::set_current_for: the pool lives in " + location().describe() +
-                                       ", not on device " + std::to_string(device.ordinal()));
+        return kSetCurrentFor.invalid("the pool lives in " + location().describe() + ", not on device " +
+                                      std::to_string(device.ordinal()));
     return call_driver(&DriverTable::cuDeviceSetMemPool_v11020, device.handle(), handle());
 }
 
 Result<MemoryPool> MemoryPool::managed_default_for(Location location) {
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetDefaultMemPool_v13000));
-    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::managed_default_for"));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, kManagedDefaultFor));
     CUmemoryPool pool = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuMemGetDefaultMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_MANAGED));
     return MemoryPool(pool, false, location);
@@ -172,23 +192,23 @@ Result<MemoryPool> MemoryPool::managed_default_for(Location location) {
 
 Result<MemoryPool> MemoryPool::managed_current_for(Location location) {
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetMemPool_v13000));
-    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::managed_current_for"));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, kManagedCurrentFor));
     CUmemoryPool pool = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuMemGetMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_MANAGED));
     return MemoryPool(pool, false, location);
 }
 
 Result<void> MemoryPool::set_managed_current_for(Location location) const {
-    CUDYN_TRY(require_pool("MemoryPool::set_managed_current_for"));
+    CUDYN_TRY(require_pool(*this, kSetManagedCurrentFor));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemSetMemPool_v13000));
-    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, "MemoryPool::set_managed_current_for"));
+    CUDYN_TRY_ASSIGN(CUmemLocation where, managed_location(location, kSetManagedCurrentFor));
     return call_driver(&DriverTable::cuMemSetMemPool_v13000, &where, CU_MEM_ALLOCATION_TYPE_MANAGED, handle());
 }
 
 bool PoolOrigin::is_this_process() const noexcept { return detail::is_this_process(exporter_pid, exporter_token); }
 
 PoolOrigin MemoryPool::origin() const noexcept {
-    if (imported()) return owner_.get().origin;
+    if (imported()) return held_->origin;
     const detail::ProcessIdentity self = detail::this_process();
     return PoolOrigin{self.pid, self.token, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(handle()))};
 }
@@ -216,6 +236,13 @@ bool take_undestroyable(CUmemoryPool pool) {
 
 }  // namespace
 
+Result<void> detail::require_memory_pools(const DeviceCapabilities& caps, int ordinal, const Operation& operation) {
+    if (caps.memory_pools) return ok();
+    return operation.not_supported({}, "device " + std::to_string(ordinal) +
+                                           " does not support memory pools "
+                                           "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)");
+}
+
 void detail::keep_pool_from_destroy(CUmemoryPool pool) noexcept {
     try {
         UndestroyablePools& list = undestroyable();
@@ -226,23 +253,14 @@ void detail::keep_pool_from_destroy(CUmemoryPool pool) noexcept {
     }
 }
 
-void detail::mark_pool_exported(const MemoryPool& pool) noexcept { pool.owner_.get().exported.value.store(true); }
-
-Result<void> MemoryPool::Traits::release(State& state) {
-    if (!take_undestroyable(state.pool)) {
-        CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, state.pool));
-    }
-    state = State{};
-    return ok();
-}
-
-Result<void> MemoryPool::require_pool(const char* operation) const {
-    if (empty()) return Error::invalid_argument(std::string(operation) + ": the pool is empty (moved from or destroyed)");
+Result<void> MemoryPool::Held::release() {
+    if (!take_undestroyable(pool)) CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, pool));
+    *this = Held{};
     return ok();
 }
 
 Result<std::uint64_t> MemoryPool::release_threshold() const {
-    CUDYN_TRY(require_pool("MemoryPool::release_threshold"));
+    CUDYN_TRY(require_pool(*this, kReleaseThreshold));
     cuuint64_t bytes = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                           static_cast<void*>(&bytes)));
@@ -250,14 +268,14 @@ Result<std::uint64_t> MemoryPool::release_threshold() const {
 }
 
 Result<void> MemoryPool::set_release_threshold(std::uint64_t bytes) const {
-    CUDYN_TRY(require_pool("MemoryPool::set_release_threshold"));
+    CUDYN_TRY(require_pool(*this, kSetReleaseThreshold));
     cuuint64_t value = bytes;
     return call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                        static_cast<void*>(&value));
 }
 
 Result<bool> MemoryPool::reuse(PoolReuse policy) const {
-    CUDYN_TRY(require_pool("MemoryPool::reuse"));
+    CUDYN_TRY(require_pool(*this, kReuse));
     int enabled = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), reuse_attribute(policy),
                           static_cast<void*>(&enabled)));
@@ -265,14 +283,14 @@ Result<bool> MemoryPool::reuse(PoolReuse policy) const {
 }
 
 Result<void> MemoryPool::set_reuse(PoolReuse policy, bool enabled) const {
-    CUDYN_TRY(require_pool("MemoryPool::set_reuse"));
+    CUDYN_TRY(require_pool(*this, kSetReuse));
     int value = enabled ? 1 : 0;
     return call_driver(&DriverTable::cuMemPoolSetAttribute_v11020, handle(), reuse_attribute(policy),
                        static_cast<void*>(&value));
 }
 
 Result<PoolUsage> MemoryPool::usage() const {
-    CUDYN_TRY(require_pool("MemoryPool::usage"));
+    CUDYN_TRY(require_pool(*this, kUsage));
     const auto read = [this](CUmemPool_attribute attribute, std::uint64_t& out) -> Result<void> {
         cuuint64_t value = 0;
         CUDYN_TRY(call_driver(&DriverTable::cuMemPoolGetAttribute_v11020, handle(), attribute,
@@ -289,7 +307,7 @@ Result<PoolUsage> MemoryPool::usage() const {
 }
 
 Result<void> MemoryPool::reset_high_water_marks() const {
-    CUDYN_TRY(require_pool("MemoryPool::reset_high_water_marks"));
+    CUDYN_TRY(require_pool(*this, kResetHighWaterMarks));
     // The driver takes only 0 for a high-water mark, which it reads as
     // "reset to the current value".
     for (const CUmemPool_attribute attribute : {CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CU_MEMPOOL_ATTR_USED_MEM_HIGH}) {
@@ -301,40 +319,38 @@ Result<void> MemoryPool::reset_high_water_marks() const {
 }
 
 Result<void> MemoryPool::trim_to(std::size_t keep_bytes) const {
-    CUDYN_TRY(require_pool("MemoryPool::trim_to"));
+    CUDYN_TRY(require_pool(*this, kTrimTo));
     return call_driver(&DriverTable::cuMemPoolTrimTo_v11020, handle(), keep_bytes);
 }
 
 Result<void> MemoryPool::set_access(const AccessGrant& grant) const {
-    CUDYN_TRY(require_pool("MemoryPool::set_access"));
+    CUDYN_TRY(require_pool(*this, kSetAccess));
     const Location& who = grant.location;
     if (who.kind() != LocationKind::Device)
-        return Error::invalid_argument("MemoryPool::set_access: access is granted to devices; " + who.describe() +
-                                       " is not one");
+        return kSetAccess.invalid("access is granted to devices; " + who.describe() + " is not one");
     if (grant.flags != AccessFlags::None && grant.flags != AccessFlags::Read && grant.flags != AccessFlags::ReadWrite)
-        return Error::invalid_argument("MemoryPool::set_access: unknown access flags " +
-                                       std::to_string(static_cast<int>(grant.flags)));
+        return kSetAccess.invalid("unknown access flags " + std::to_string(static_cast<int>(grant.flags)));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolSetAccess_v11020));
     CUDYN_TRY(detail::capabilities(who.id()));  // InvalidArgument outside the visible devices
     if (who == location()) {
         if (grant.flags != AccessFlags::ReadWrite)
-            return Error::invalid_argument("MemoryPool::set_access: " + who.describe() +
-                                           " owns the pool and always has read_write access; it cannot be set to " +
-                                           to_string(grant.flags));
+            return kSetAccess.invalid(who.describe() +
+                                      " owns the pool and always has read_write access; it cannot be set to " +
+                                      to_string(grant.flags));
     } else if (location().kind() == LocationKind::Device && grant.flags != AccessFlags::None) {
         CUDYN_TRY_ASSIGN(const Device owner, Device::get(location().id()));
         CUDYN_TRY_ASSIGN(const Device peer, Device::get(who.id()));
         CUDYN_TRY_ASSIGN(const bool reachable, peer.can_access_peer(owner));
         if (!reachable)
-            return Error::not_supported({}, "MemoryPool::set_access: " + who.describe() + " cannot access " +
-                                                location().describe() + "'s memory (cuDeviceCanAccessPeer is 0)");
+            return kSetAccess.not_supported({}, who.describe() + " cannot access " + location().describe() +
+                                                    "'s memory (cuDeviceCanAccessPeer is 0)");
     }
     const CUmemAccessDesc descriptor = grant.to_cu();
     return call_driver(&DriverTable::cuMemPoolSetAccess_v11020, handle(), &descriptor, std::size_t{1});
 }
 
 Result<AccessFlags> MemoryPool::access(Location location) const {
-    CUDYN_TRY(require_pool("MemoryPool::access"));
+    CUDYN_TRY(require_pool(*this, kAccess));
     CUDYN_TRY(location.validate("MemoryPool::access: location"));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolGetAccess_v11020));
     CUmemLocation where = location.to_cu();

@@ -3,8 +3,9 @@
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 #include "cudyn/loader/driver_call.hpp"
 
-#include "device/device_facts.hpp"
 #include "core/internal.hpp"
+#include "device/device_facts.hpp"
+#include "pool/internal.hpp"
 
 #include <string>
 #include <utility>
@@ -13,26 +14,23 @@ namespace cudyn::detail {
 
 namespace {
 
+constexpr Operation kAllocate{"StreamOrderedBuffer::allocate"};
+
 // NotSupported when the context's device reports no MEMORY_POOLS_SUPPORTED
 // (from the per-device cache: no driver call after the first).
 Result<void> require_pool_device(const OwnerContext& context) {
     if (context.empty()) return ok();  // no current context: the driver says so
     const auto ordinal = static_cast<int>(context.device());
     CUDYN_TRY_ASSIGN(const auto caps, capabilities(ordinal, context.device()));
-    if (!caps.memory_pools)
-        return Error::not_supported({}, "StreamOrderedBuffer::allocate: device " + std::to_string(ordinal) +
-                                            " does not support memory pools "
-                                            "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)");
-    return ok();
+    return require_memory_pools(caps, ordinal, kAllocate);
 }
 
 }  // namespace
 
 Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std::size_t element_size,
                                                           const MemoryPool* pool, StreamRef stream) {
-    CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate"));
-    if (pool != nullptr && pool->empty())
-        return Error::invalid_argument("StreamOrderedBuffer::allocate: the pool is empty (moved from or destroyed)");
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, kAllocate.name()));
+    if (pool != nullptr && pool->empty()) return kAllocate.invalid("the pool is empty (moved from or destroyed)");
     if (pool != nullptr)
         CUDYN_TRY(require_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020));
     else
@@ -58,27 +56,27 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     else
         CUDYN_TRY(call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle()));
     const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
-    return StreamOrderedMemory(Traits::State{std::move(retained), address, bytes, stream.handle(), allocated_in});
+    return StreamOrderedMemory(Held{std::move(retained), address, bytes, stream.handle(), allocated_in});
 }
 
-Result<void> StreamOrderedMemory::Traits::release(State& state) {
+Result<void> StreamOrderedMemory::Held::release() {
     // A created stream names its own context to the driver, so the free needs
     // no context made current (saving a cuCtxGetCurrent per free); the default
     // streams mean "the current context's", which must then be this memory's.
-    if (StreamRef(state.stream).is_default()) {
-        const ContextScope scope(state.context);
+    if (StreamRef(stream).is_default()) {
+        const ContextScope scope(context);
         CUDYN_TRY(scope.status());
-        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream));
+        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
     } else {
-        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, state.address, state.stream));
+        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
     }
-    state = State{};  // the retain, if any, goes after the free
+    *this = Held{};  // the retain, if any, goes after the free
     return ok();
 }
 
 Result<void> StreamOrderedMemory::require(const char* operation) const {
     if (!empty()) return ok();
-    return Error::invalid_argument(std::string(operation) + ": the StreamOrderedBuffer is empty (moved from or freed)");
+    return Operation(operation).invalid("the StreamOrderedBuffer is empty (moved from or freed)");
 }
 
 Result<void> finish_on_stream(Result<void> issued, CUstream stream) {

@@ -157,8 +157,9 @@ Result<AllocationDescriptor> export_pool_memory(CUdeviceptr address, std::option
                                      "handle of its own to export (export it from its exporter)");
     CUDYN_TRY_ASSIGN(const std::uint64_t size,
                      part_size(address, bytes, facts.range_start, facts.range_size, "pool allocation"));
-    const MemoryPool pool = detail::borrowed_pool(facts.pool, Location::device(facts.device < 0 ? 0 : facts.device),
-                                                  types & (HandleType::PosixFileDescriptor | HandleType::Fabric));
+    const MemoryPool pool =
+        detail::PoolAccess::borrowed(facts.pool, Location::device(facts.device < 0 ? 0 : facts.device),
+                                     types & (HandleType::PosixFileDescriptor | HandleType::Fabric));
     // The pool first, then the pointer (the order the pool's importer follows).
     const auto with_pointer = [&](auto pool_descriptor) -> Result<AllocationDescriptor> {
         CUDYN_TRY_ASSIGN(PoolPointerDescriptor pointer,

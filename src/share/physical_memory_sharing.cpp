@@ -111,7 +111,7 @@ Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const
         return operation.invalid("size " + std::to_string(info.size_bytes) +
                                  " is not a multiple of this process's granularity " +
                                  std::to_string(memory->granularity) + " for " + memory->properties.describe());
-    return PhysicalMemory(std::move(memory));
+    return VmmAccess::adopt(std::move(memory));
 }
 
 }  // namespace detail

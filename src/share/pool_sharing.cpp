@@ -102,28 +102,6 @@ struct WireLayout<PoolPointerDescriptor> {
     }
 };
 
-// The importer's MemoryPool of an exported pool (MemoryPool's befriended maker).
-struct PoolImport {
-    static MemoryPool make(CUmemoryPool pool, const PoolInfo& info, HandleType type) {
-        MemoryPool::Traits::State state;
-        state.pool = pool;
-        state.owned = true;
-        state.location = Location::device(info.device);
-        state.imported = true;
-        state.origin = info.origin;
-        state.handle_types = type;
-        return MemoryPool(std::move(state));
-    }
-    // A pool of this process found from one of its pointers: not owned.
-    static MemoryPool borrow(CUmemoryPool pool, const Location& location, HandleType types) {
-        return MemoryPool(pool, false, location, types);
-    }
-};
-
-MemoryPool borrowed_pool(CUmemoryPool pool, const Location& location, HandleType types) {
-    return PoolImport::borrow(pool, location, types);
-}
-
 namespace {
 
 // One entry per live ImportedPoolMemory (a handful in a process).
@@ -216,7 +194,7 @@ Result<PoolFdDescriptor> export_pool_fd(const MemoryPool& pool) {
     int fd = -1;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020, static_cast<void*>(&fd),
                           pool.handle(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
-    detail::mark_pool_exported(pool);
+    detail::PoolAccess::mark_exported(pool);
     return PoolFdDescriptor{FileDescriptor(fd), pool_info(pool)};
 #endif
 }
@@ -233,7 +211,8 @@ Result<MemoryPool> import_pool_fd(PoolFdDescriptor exported) {
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolImportFromShareableHandle_v11020, &pool,
                           reinterpret_cast<void*>(static_cast<std::intptr_t>(exported.fd.get())),
                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0ULL));
-    return detail::PoolImport::make(pool, exported.info, HandleType::PosixFileDescriptor);
+    return detail::PoolAccess::imported(pool, Location::device(exported.info.device), exported.info.origin,
+                                        HandleType::PosixFileDescriptor);
 #endif
 }
 
@@ -272,7 +251,7 @@ Result<PoolFabricDescriptor> export_pool_fabric(const MemoryPool& pool) {
         detail::keep_pool_from_destroy(pool.handle());
         return detail::fabric_error(std::move(exported).error(), kExportFabric.name());
     }
-    detail::mark_pool_exported(pool);
+    detail::PoolAccess::mark_exported(pool);
     fields.info = pool_info(pool);
     return descriptor;
 }
@@ -286,7 +265,8 @@ Result<MemoryPool> import_pool_fabric(const PoolFabricDescriptor& descriptor) {
                                     static_cast<void*>(&handle), CU_MEM_HANDLE_TYPE_FABRIC, 0ULL);
         !imported)
         return detail::fabric_error(std::move(imported).error(), kImportFabric.name());
-    return detail::PoolImport::make(pool, descriptor.info(), HandleType::Fabric);
+    return detail::PoolAccess::imported(pool, Location::device(descriptor.info().device), descriptor.info().origin,
+                                        HandleType::Fabric);
 }
 
 // ---- pointers -----------------------------------------------------------------------------

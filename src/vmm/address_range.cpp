@@ -2,6 +2,7 @@
 #include "cudyn/vmm/address_range.hpp"
 #include "cudyn/loader/driver_call.hpp"
 
+#include "core/internal.hpp"
 #include "vmm/internal.hpp"
 
 #include <limits>
@@ -54,25 +55,27 @@ std::size_t Reservation::mapping_count() {
 
 namespace {
 
+constexpr detail::Operation kReserve{"AddressRange::reserve"};
+constexpr detail::Operation kFree{"AddressRange::free"};
+
 bool power_of_two(std::size_t x) noexcept { return x != 0 && (x & (x - 1)) == 0; }
 
 }  // namespace
 
 Result<AddressRange> AddressRange::reserve(std::size_t size, std::size_t alignment, CUdeviceptr hint) {
     constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
-    if (size == 0) return Error::invalid_argument("AddressRange::reserve: size must be non-zero");
+    if (size == 0) return kReserve.invalid("size must be non-zero");
     if (alignment != 0 && !power_of_two(alignment))
-        return Error::invalid_argument("AddressRange::reserve: alignment " + std::to_string(alignment) +
-                                       " is not a power of two (0 takes the driver's default)");
+        return kReserve.invalid("alignment " + std::to_string(alignment) +
+                                " is not a power of two (0 takes the driver's default)");
     if (alignment > kMax - size)
-        return Error::invalid_argument("AddressRange::reserve: size " + std::to_string(size) + " + alignment " +
-                                       std::to_string(alignment) + " overflows");
+        return kReserve.invalid("size " + std::to_string(size) + " + alignment " + std::to_string(alignment) +
+                                " overflows");
     if (hint != 0 && alignment != 0 && hint % alignment != 0)
-        return Error::invalid_argument("AddressRange::reserve: hint " + std::to_string(hint) +
-                                       " is not aligned to alignment " + std::to_string(alignment));
+        return kReserve.invalid("hint " + std::to_string(hint) + " is not aligned to alignment " +
+                                std::to_string(alignment));
     if (hint > std::numeric_limits<CUdeviceptr>::max() - size)
-        return Error::invalid_argument("AddressRange::reserve: hint " + std::to_string(hint) + " + size " +
-                                       std::to_string(size) + " overflows");
+        return kReserve.invalid("hint " + std::to_string(hint) + " + size " + std::to_string(size) + " overflows");
 
     // The owner exists before the driver is asked, so a reservation can never
     // be left without one.
@@ -81,31 +84,29 @@ Result<AddressRange> AddressRange::reserve(std::size_t size, std::size_t alignme
     CUDYN_TRY(call_driver(&DriverTable::cuMemAddressReserve_v10020, &address, size, alignment, hint, 0ULL));
     reservation->address = address;
     reservation->size = size;
-    return AddressRange(std::move(reservation));
+    return AddressRange(Held{std::move(reservation)});
 }
 
-AddressRange::AddressRange() noexcept = default;
-AddressRange::AddressRange(std::shared_ptr<detail::Reservation> reservation) noexcept
-    : reservation_(std::move(reservation)) {}
-AddressRange::AddressRange(AddressRange&& other) noexcept = default;
-AddressRange& AddressRange::operator=(AddressRange&& other) noexcept = default;
-AddressRange::~AddressRange() = default;
-
-CUdeviceptr AddressRange::device_address() const noexcept { return reservation_ ? reservation_->address : 0; }
-std::size_t AddressRange::size_bytes() const noexcept { return reservation_ ? reservation_->size : 0; }
+CUdeviceptr AddressRange::device_address() const noexcept { return empty() ? 0 : held_->reservation->address; }
+std::size_t AddressRange::size_bytes() const noexcept { return empty() ? 0 : held_->reservation->size; }
 std::size_t AddressRange::mapping_count() const noexcept {
-    return reservation_ ? reservation_->mapping_count() : 0;
+    return empty() ? 0 : held_->reservation->mapping_count();
 }
 
 Result<void> AddressRange::free() {
-    if (!reservation_) return ok();
-    if (const std::size_t mappings = reservation_->mapping_count(); mappings != 0)
-        return Error::invalid_argument("AddressRange::free: " + std::to_string(mappings) +
-                                       " mapping(s) still live in the range; unmap them first");
-    // A refused free leaves the range reserved and owned: free() may be retried.
-    CUDYN_TRY(reservation_->give_back());
-    reservation_.reset();
-    return ok();
+    if (empty()) return ok();
+    if (const std::size_t mappings = held_->reservation->mapping_count(); mappings != 0)
+        return kFree.invalid(std::to_string(mappings) + " mapping(s) still live in the range; unmap them first");
+    // Freed now, also while an unmapped MappedRange whose memory the driver
+    // has not taken back yet still holds a reference. A refusal leaves the
+    // range reserved and owned: free() may be retried.
+    CUDYN_TRY(held_->reservation->give_back());
+    return held_.release();
 }
+
+Result<void> AddressRange::Held::release() { return detail::let_go(reservation); }
+
+// Only a last owner's release can be refused.
+void AddressRange::Held::abandon() noexcept { reservation->forget(); }
 
 }  // namespace cudyn

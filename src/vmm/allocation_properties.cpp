@@ -8,7 +8,6 @@
 #include "core/internal.hpp"
 #include "vmm/internal.hpp"
 
-#include <cstdio>
 #include <utility>
 
 namespace cudyn {
@@ -37,12 +36,6 @@ std::string is_zero(bool DeviceCapabilities::*field) {
     for (const DeviceCapabilityInfo& row : device_capability_list)
         if (row.field == field) return std::string(row.attribute_name) + " is 0";
     return "the attribute is 0";
-}
-
-std::string hex(unsigned value) {
-    char text[16];
-    std::snprintf(text, sizeof text, "0x%x", value);
-    return text;
 }
 
 }  // namespace
@@ -76,24 +69,24 @@ AllocationProperties AllocationProperties::with_gpu_direct_rdma(bool capable) co
     return copy;
 }
 
-Result<void> detail::check_location_and_handle_types(const Location& location, HandleType types, const char* what,
-                                                     const char* entry) {
-    const std::string name(what);
-    CUDYN_TRY(location.validate((name + ": location").c_str()));
+Result<void> detail::check_location_and_handle_types(const Location& location, HandleType types,
+                                                     const Operation& what, const char* entry) {
+    CUDYN_TRY(location.validate((std::string(what.name()) + ": location").c_str()));
     if (location.kind() == LocationKind::HostNumaCurrent)
-        return Error::invalid_argument(name + ": location: " + entry +
-                                       " does not take host NUMA current; name the node (Location::host_numa(n))");
+        return what.invalid(std::string("location: ") + entry +
+                            " does not take host NUMA current; name the node (Location::host_numa(n))");
     const auto bits = static_cast<unsigned>(types);
     if ((bits & ~kKnownHandleTypes) != 0)
-        return Error::invalid_argument(name + ": handle types: unknown bits " + hex(bits & ~kKnownHandleTypes));
+        return what.invalid("handle types: unknown bits " + hex(bits & ~kKnownHandleTypes));
     return ok();
 }
 
 Result<void> AllocationProperties::validate() const {
-    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, "allocation properties", "cuMemCreate"));
+    constexpr detail::Operation kProperties{"allocation properties"};
+    CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, kProperties, "cuMemCreate"));
     if (location_.kind() == LocationKind::Host && handle_types_ != HandleType::None)
-        return Error::invalid_argument("allocation properties: handle types: plain host allocations are not "
-                                       "shareable (the driver wants none); use a host NUMA node");
+        return kProperties.invalid("handle types: plain host allocations are not shareable (the driver wants "
+                                   "none); use a host NUMA node");
     return ok();
 }
 
@@ -103,37 +96,36 @@ Result<void> AllocationProperties::check_supported() const {
     // From the per-device cache: after the first call for a device this asks
     // the driver nothing (a host location asks for the current context's device).
     CUDYN_TRY_ASSIGN(const int ordinal, detail::judging_device(location_));
-    auto caps = detail::capabilities(ordinal);
-    if (!caps) return caps.error();
+    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
     const std::string on = "device " + std::to_string(ordinal);
     const auto unsupported = [this](const std::string& why) {
         return Error::not_supported({}, describe() + ": " + why);
     };
     switch (location_.kind()) {
         case LocationKind::Device:
-            if (!caps->virtual_memory_management)
+            if (!caps.virtual_memory_management)
                 // describe() already starts with the device: "device 0: it does not ..."
                 return unsupported("it does not support virtual memory management (" +
                                    is_zero(&DeviceCapabilities::virtual_memory_management) + ")");
             break;
         case LocationKind::Host:
-            if (!caps->host_virtual_memory_management)
+            if (!caps.host_virtual_memory_management)
                 return unsupported("host VMM allocations are not supported (" +
                                    is_zero(&DeviceCapabilities::host_virtual_memory_management) + " on " + on + ")");
             break;
         case LocationKind::HostNuma:
         case LocationKind::HostNumaCurrent:
-            if (!caps->host_numa_virtual_memory_management)
+            if (!caps.host_numa_virtual_memory_management)
                 return unsupported("host NUMA VMM allocations are not supported (" +
                                    is_zero(&DeviceCapabilities::host_numa_virtual_memory_management) + " on " + on +
                                    ")");
             break;
     }
     for (const HandleTypeRow& row : kHandleTypes)
-        if (includes(handle_types_, row.type) && !((*caps).*row.supported))
+        if (includes(handle_types_, row.type) && !(caps.*row.supported))
             return unsupported(std::string(row.name) + " handles are not supported on " + on + " (" +
                                is_zero(row.supported) + ")");
-    if (gpu_direct_rdma_ && !caps->rdma_with_vmm)
+    if (gpu_direct_rdma_ && !caps.rdma_with_vmm)
         return unsupported("GPUDirect RDMA on VMM memory is not supported on " + on + " (" +
                            is_zero(&DeviceCapabilities::rdma_with_vmm) + ")");
     return ok();

@@ -1,11 +1,17 @@
-// cudyn — private to the VMM module: the shared records behind ranges, memory and mappings.
+// cudyn — private to the VMM module: the shared records behind ranges, memory
+// and mappings, the one way other sources reach them (VmmAccess), and what
+// creation, access grants and unmapping share.
 #pragma once
 
-#include "cudyn/core/result.hpp"
-#include "cudyn/vmm/allocation_properties.hpp"
 #include "cudyn/core/location.hpp"
-#include "cudyn/vmm/memory_access.hpp"
+#include "cudyn/core/result.hpp"
 #include "cudyn/detail/owner_context.hpp"
+#include "cudyn/vmm/address_range.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/vmm/memory_access.hpp"
+#include "cudyn/vmm/physical_memory.hpp"
+
+#include "core/internal.hpp"
 
 #include <cuda.h>
 
@@ -17,9 +23,58 @@
 
 namespace cudyn::detail {
 
-// Lets go of a shared VMM record (Reservation, PhysicalHandle): when this is
-// its last owner, gives it back to the driver first and reports the answer;
-// a refusal keeps `owner` as it was, so the caller may retry.
+// ---- the shared records -------------------------------------------------------------------
+// A reservation and a physical handle each have several owners (the
+// AddressRange or PhysicalMemory, and every MappedRange in or of it); the
+// record gives itself back when the last of them drops it.
+
+// One cuMemAddressReserve; freed by its destructor while address is set.
+struct Reservation {
+    CUdeviceptr address = 0;
+    std::size_t size = 0;
+
+    Reservation() = default;
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+    ~Reservation();  // gives back what is left, silently
+    // cuMemAddressFree now; on success there is nothing left to free.
+    Result<void> give_back();
+    // Lets go of the range without the driver (it refused to free it).
+    void forget() noexcept { address = 0; }
+
+    // Records [offset, offset + bytes) as mapped; false when it overlaps a
+    // live mapping (and `*clash` gets that mapping's offset).
+    bool claim(std::size_t offset, std::size_t bytes, std::size_t* clash);
+    void unclaim(std::size_t offset);
+    std::size_t mapping_count();
+
+private:
+    std::mutex mutex_;
+    std::map<std::size_t, std::size_t> mapped_;  // offset -> bytes of each live mapping
+};
+
+// One cuMemCreate (or imported handle); released by its destructor while
+// created is set.
+struct PhysicalHandle {
+    explicit PhysicalHandle(const AllocationProperties& props) : properties(props) {}
+    PhysicalHandle(const PhysicalHandle&) = delete;
+    PhysicalHandle& operator=(const PhysicalHandle&) = delete;
+    ~PhysicalHandle();  // gives back what is left, silently
+    // cuMemRelease now; on success there is nothing left to release.
+    Result<void> give_back();
+    // Lets go of the handle without the driver (it refused to release it).
+    void forget() noexcept { created = false; }
+
+    CUmemGenericAllocationHandle handle = 0;
+    bool created = false;
+    std::size_t size = 0;
+    std::size_t granularity = 0;
+    AllocationProperties properties;
+};
+
+// Lets go of one owner's reference to a record: when it is the last, gives
+// the record back first and reports the answer; a refusal keeps `owner` as
+// it was, so the caller may retry.
 template <typename Record>
 Result<void> let_go(std::shared_ptr<Record>& owner) {
     if (owner && owner.use_count() == 1) CUDYN_TRY(owner->give_back());
@@ -27,9 +82,30 @@ Result<void> let_go(std::shared_ptr<Record>& owner) {
     return ok();
 }
 
-}  // namespace cudyn::detail
+// ---- the access point ---------------------------------------------------------------------
+// AddressRange's and PhysicalMemory's one friend: MappedRange shares their
+// records through it, and an import (share/) wraps the record it made.
+struct VmmAccess {
+    static const std::shared_ptr<Reservation>& reservation(const AddressRange& range) noexcept {
+        return range.held_->reservation;
+    }
+    static const std::shared_ptr<PhysicalHandle>& record(const PhysicalMemory& memory) noexcept {
+        return memory.held_->record;
+    }
+    // The owner of a record made outside PhysicalMemory::create (an imported handle).
+    static PhysicalMemory adopt(std::shared_ptr<PhysicalHandle> record) noexcept {
+        return PhysicalMemory(PhysicalMemory::Held{std::move(record)});
+    }
+};
 
-namespace cudyn::detail {
+// ---- creation -----------------------------------------------------------------------------
+
+// What every creation that takes a location and handle types (cuMemCreate,
+// cuMemPoolCreate) refuses before the driver, as InvalidArgument from
+// `what` (the properties checked): a negative id, host NUMA current (`entry`
+// does not take it), handle-type bits cudyn does not know.
+Result<void> check_location_and_handle_types(const Location& location, HandleType types, const Operation& what,
+                                             const char* entry);
 
 // cuMemGetAllocationGranularity without the validation and support checks.
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which);
@@ -41,9 +117,7 @@ Result<std::size_t> query_granularity(const AllocationProperties& properties, Gr
 // memory by default.
 Result<int> judging_device(const Location& location);
 
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
+// ---- access grants ------------------------------------------------------------------------
 
 // Checks grants for memory living at `owner` before anything is changed:
 // at least one grant, valid locations and flags, and for a device other than a
@@ -61,9 +135,7 @@ std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noex
 // naming a host location decides (any flags but None); `before` when none does.
 bool host_granted(const AccessGrant* grants, std::size_t count, bool before) noexcept;
 
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
+// ---- before an unmap ----------------------------------------------------------------------
 
 // What Teardown::WaitForDevice waits for before an unmap: `owner` (the
 // context the memory was mapped in; the current one when it is empty) is
@@ -71,54 +143,5 @@ namespace cudyn::detail {
 // `devices` that is active (inactive ones run no work). Every context is
 // synchronized even when one fails; the first error is returned.
 Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devices);
-
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
-
-// One cuMemAddressReserve. Freed by the destructor when address is set, i.e.
-// when the last owner (AddressRange or MappedRange) lets go.
-struct Reservation {
-    CUdeviceptr address = 0;
-    std::size_t size = 0;
-
-    Reservation() = default;
-    Reservation(const Reservation&) = delete;
-    Reservation& operator=(const Reservation&) = delete;
-    ~Reservation();  // gives back what is left, silently
-    // cuMemAddressFree now; on success there is nothing left to free.
-    Result<void> give_back();
-
-    // Records [offset, offset + bytes) as mapped; false when it overlaps a
-    // live mapping (and `*clash` gets that mapping's offset).
-    bool claim(std::size_t offset, std::size_t bytes, std::size_t* clash);
-    void unclaim(std::size_t offset);
-    std::size_t mapping_count();
-
-private:
-    std::mutex mutex_;
-    std::map<std::size_t, std::size_t> mapped_;  // offset -> bytes of each live mapping
-};
-
-}  // namespace cudyn::detail
-
-namespace cudyn::detail {
-
-// One cuMemCreate. Released by the destructor when handle is set, i.e. when
-// the last owner (PhysicalMemory or MappedRange) lets go.
-struct PhysicalHandle {
-    explicit PhysicalHandle(const AllocationProperties& props) : properties(props) {}
-    PhysicalHandle(const PhysicalHandle&) = delete;
-    PhysicalHandle& operator=(const PhysicalHandle&) = delete;
-    ~PhysicalHandle();  // gives back what is left, silently
-    // cuMemRelease now; on success there is nothing left to release.
-    Result<void> give_back();
-
-    CUmemGenericAllocationHandle handle = 0;
-    bool created = false;
-    std::size_t size = 0;
-    std::size_t granularity = 0;
-    AllocationProperties properties;
-};
 
 }  // namespace cudyn::detail

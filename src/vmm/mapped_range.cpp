@@ -6,10 +6,7 @@
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/primary_context.hpp"
 
-#include "vmm/internal.hpp"
-#include "vmm/internal.hpp"
-#include "vmm/internal.hpp"
-#include "vmm/internal.hpp"
+#include "core/internal.hpp"
 #include "vmm/internal.hpp"
 
 #include <string>
@@ -17,38 +14,49 @@
 
 namespace cudyn {
 
+namespace {
+
+constexpr detail::Operation kMap{"MappedRange::map"};
+constexpr detail::Operation kSetAccess{"MappedRange::set_access"};
+constexpr detail::Operation kAccess{"MappedRange::access"};
+
+}  // namespace
+
 Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory) {
-    if (range.empty()) return Error::invalid_argument("MappedRange::map: the range is empty (moved from or freed)");
-    if (memory.empty())
-        return Error::invalid_argument("MappedRange::map: the memory is empty (moved from or released)");
+    if (range.empty()) return kMap.invalid("the range is empty (moved from or freed)");
+    if (memory.empty()) return kMap.invalid("the memory is empty (moved from or released)");
     const std::size_t bytes = memory.size_bytes();
     const std::size_t granularity = memory.granularity();
     if (offset > range.size_bytes() || bytes > range.size_bytes() - offset)
-        return Error::invalid_argument("MappedRange::map: " + std::to_string(bytes) + " bytes at offset " +
-                                       std::to_string(offset) + " do not fit in the range of " +
-                                       std::to_string(range.size_bytes()) + " bytes");
+        return kMap.invalid(std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                            " do not fit in the range of " + std::to_string(range.size_bytes()) + " bytes");
     if (offset % granularity != 0)
-        return Error::invalid_argument("MappedRange::map: offset " + std::to_string(offset) +
-                                       " is not a multiple of the memory's granularity " +
-                                       std::to_string(granularity));
+        return kMap.invalid("offset " + std::to_string(offset) + " is not a multiple of the memory's granularity " +
+                            std::to_string(granularity));
     const CUdeviceptr address = range.device_address() + offset;
     if (address % granularity != 0)
-        return Error::invalid_argument("MappedRange::map: the range address is not aligned to the memory's "
-                                       "granularity " + std::to_string(granularity) +
-                                       " (reserve with alignment 0 or a multiple of it)");
-    auto context = detail::OwnerContext::current();
-    if (!context) return context.error();
+        return kMap.invalid("the range address is not aligned to the memory's granularity " +
+                            std::to_string(granularity) + " (reserve with alignment 0 or a multiple of it)");
+    CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
+    const auto& reservation = detail::VmmAccess::reservation(range);
     std::size_t clash = 0;
-    if (!range.reservation_->claim(offset, bytes, &clash))
-        return Error::invalid_argument("MappedRange::map: " + std::to_string(bytes) + " bytes at offset " +
-                                       std::to_string(offset) + " overlap the mapping at offset " +
-                                       std::to_string(clash));
+    if (!reservation->claim(offset, bytes, &clash))
+        return kMap.invalid(std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                            " overlap the mapping at offset " + std::to_string(clash));
     const auto mapped = call_driver(&DriverTable::cuMemMap_v10020, address, bytes, std::size_t{0}, memory.handle(), 0ULL);
     if (!mapped) {
-        range.reservation_->unclaim(offset);
+        reservation->unclaim(offset);
         return mapped.error();
     }
-    return MappedRange(range.reservation_, memory.shared_record(), address, offset, bytes, std::move(*context));
+    Held held;
+    held.context = std::move(context);
+    held.reservation = reservation;
+    held.memory = detail::VmmAccess::record(memory);
+    held.address = address;
+    held.offset = offset;
+    held.size = bytes;
+    held.mapped = true;
+    return MappedRange(std::move(held));
 }
 
 Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offset, const PhysicalMemory& memory,
@@ -69,13 +77,11 @@ Result<MappedRange> MappedRange::map_with_access(const AddressRange& range, std:
     if (!mapping) return mapping;
     // On failure the local mapping unmaps itself on the way out (no work can
     // have used an inaccessible mapping: nothing to wait for).
-    Traits::State& owned = mapping->owner_.get();
-    if (auto access = detail::apply_access(owned.address, owned.size, grants, count); !access) {
+    if (auto access = detail::apply_access(mapping->held_->address, mapping->held_->size, grants, count); !access) {
         mapping->set_teardown(Teardown::CallerSynchronized);
         return std::move(access).error();
     }
-    owned.users |= detail::granted_devices(grants, count);
-    owned.host_access = detail::host_granted(grants, count, owned.host_access);
+    mapping->held_->granted(grants, count);
     return mapping;
 }
 
@@ -93,60 +99,61 @@ Result<void> MappedRange::set_access(const std::vector<AccessGrant>& grants) {
 }
 
 Result<void> MappedRange::set_access(const AccessGrant* grants, std::size_t count) {
-    if (empty()) return Error::invalid_argument("MappedRange::set_access: the mapping is empty (moved from or unmapped)");
-    Traits::State& owned = owner_.get();
-    CUDYN_TRY(detail::check_grants(owned.memory->properties.location(), grants, count));
-    CUDYN_TRY(detail::apply_access(owned.address, owned.size, grants, count));
-    owned.users |= detail::granted_devices(grants, count);
-    owned.host_access = detail::host_granted(grants, count, owned.host_access);
+    if (empty()) return kSetAccess.invalid("the mapping is empty (moved from or unmapped)");
+    CUDYN_TRY(detail::check_grants(held_->memory->properties.location(), grants, count));
+    CUDYN_TRY(detail::apply_access(held_->address, held_->size, grants, count));
+    held_->granted(grants, count);
     return ok();
 }
 
 Result<AccessFlags> MappedRange::access(Location location) const {
-    if (empty()) return Error::invalid_argument("MappedRange::access: the mapping is empty (moved from or unmapped)");
+    if (empty()) return kAccess.invalid("the mapping is empty (moved from or unmapped)");
     CUDYN_TRY(location.validate("MappedRange::access: location"));
     const CUmemLocation where = location.to_cu();
     unsigned long long flags = 0;
-    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAccess_v10020, &flags, &where, state().address));
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetAccess_v10020, &flags, &where, held_->address));
     return static_cast<AccessFlags>(flags);
 }
 
 void* MappedRange::host_address() const noexcept {
-    const Traits::State& owned = state();
-    if (!owned.mapped || !owned.host_access || !owned.memory->properties.location().is_host()) return nullptr;
-    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(owned.address));
+    if (!held_->mapped || !held_->host_access || !held_->memory->properties.location().is_host()) return nullptr;
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(held_->address));
 }
 
 const Location* MappedRange::memory_location() const noexcept {
-    return state().mapped ? &state().memory->properties.location() : nullptr;
+    return held_->mapped ? &held_->memory->properties.location() : nullptr;
 }
 
-Result<void> MappedRange::Traits::release(State& state) {
+void MappedRange::Held::granted(const AccessGrant* grants, std::size_t count) noexcept {
+    users |= detail::granted_devices(grants, count);
+    host_access = detail::host_granted(grants, count, host_access);
+}
+
+Result<void> MappedRange::Held::release() {
     Result<void> waited = ok();
-    if (state.mapped) {
-        if (state.teardown == Teardown::WaitForDevice)
-            waited = detail::wait_for_device_users(state.context, state.users);
+    if (mapped) {
+        if (teardown == Teardown::WaitForDevice) waited = detail::wait_for_device_users(context, users);
         // Unmapped even when the wait failed: a context that faulted runs no
         // more work, and at exit the driver answers every call with an error.
-        CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, state.address, state.size));  // refused: still mapped
-        state.mapped = false;
-        state.reservation->unclaim(state.offset);
+        CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, address, size));  // refused: still mapped
+        mapped = false;
+        reservation->unclaim(offset);
     }
     // Then the handle (released if this was its last owner), then the
     // reservation (freed if last): the driver's order. A refusal keeps it.
-    CUDYN_TRY(detail::let_go(state.memory));
-    CUDYN_TRY(detail::let_go(state.reservation));
+    CUDYN_TRY(detail::let_go(memory));
+    CUDYN_TRY(detail::let_go(reservation));
     // Nothing is held any more; the teardown mode stays what was set.
-    State emptied;
-    emptied.teardown = state.teardown;
-    state = std::move(emptied);
+    Held emptied;
+    emptied.teardown = teardown;
+    *this = std::move(emptied);
     return waited;
 }
 
-void MappedRange::Traits::abandon(State& state) noexcept {
+void MappedRange::Held::abandon() noexcept {
     // The reservation counts its live mappings (overlap checks, AddressRange::free):
     // this one has no owner any more.
-    if (state.mapped) state.reservation->unclaim(state.offset);
+    if (mapped) reservation->unclaim(offset);
 }
 
 namespace detail {
@@ -156,15 +163,13 @@ namespace {
 // The primary context of device `ordinal`, synchronized if it is active
 // (retained for the while, so it cannot go away meanwhile).
 Result<void> synchronize_primary_context(int ordinal) {
-    auto device = Device::get(ordinal);
-    if (!device) return device.error();
+    CUDYN_TRY_ASSIGN(const Device device, Device::get(ordinal));
     unsigned int flags = 0;
     int active = 0;
-    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxGetState_v7000, device->handle(), &flags, &active));
+    CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxGetState_v7000, device.handle(), &flags, &active));
     if (active == 0) return ok();
-    auto context = PrimaryContext::retain(*device);
-    if (!context) return context.error();
-    const ContextScope scope(context->handle());
+    CUDYN_TRY_ASSIGN(const PrimaryContext context, PrimaryContext::retain(device));
+    const ContextScope scope(context.handle());
     CUDYN_TRY(scope.status());
     return call_driver(&DriverTable::cuCtxSynchronize_v2000);
 }

@@ -4,10 +4,12 @@
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/device/device.hpp"
 
+#include "core/internal.hpp"
 #include "vmm/internal.hpp"
 
 #include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cudyn {
@@ -26,26 +28,22 @@ namespace detail {
 namespace {
 
 // A device other than the owner: it must exist, support VMM and reach the
-// owner's memory over a peer path.
-Result<void> check_peer(const Location& owner, int accessor_ordinal, const std::string& what) {
+// owner's memory over a peer path. `grant` names the grant in the errors.
+Result<void> check_peer(const Location& owner, int accessor_ordinal, const Operation& grant) {
     auto accessor = Device::get(accessor_ordinal);
-    if (!accessor) {
-        Error error = accessor.error();
-        error.message = what + ": " + error.message;
-        return error;
-    }
+    if (!accessor) return grant.context(std::move(accessor).error());
     auto vmm = accessor->attribute(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
     if (!vmm || *vmm == 0)
-        return Error::not_supported({}, what + ": device " + std::to_string(accessor_ordinal) +
-                                            " does not support virtual memory management");
+        return grant.not_supported({}, "device " + std::to_string(accessor_ordinal) +
+                                           " does not support virtual memory management");
     if (owner.kind() != LocationKind::Device) return ok();
     CUDYN_TRY_ASSIGN(auto owner_device, Device::get(owner.id()));
     CUDYN_TRY_ASSIGN(auto can, accessor->can_access_peer(owner_device));
     if (!can)
-        return Error::not_supported(entry_info(&DriverTable::cuDeviceCanAccessPeer_v4000).abi_symbol,
-                                    what + ": device " + std::to_string(accessor_ordinal) +
-                                        " cannot access memory on device " + std::to_string(owner.id()) +
-                                        " (cuDeviceCanAccessPeer answered 0: no peer path between them)");
+        return grant.not_supported(entry_info(&DriverTable::cuDeviceCanAccessPeer_v4000).abi_symbol,
+                                   "device " + std::to_string(accessor_ordinal) + " cannot access memory on device " +
+                                       std::to_string(owner.id()) +
+                                       " (cuDeviceCanAccessPeer answered 0: no peer path between them)");
     return ok();
 }
 
@@ -88,7 +86,10 @@ Result<void> check_grants(const Location& owner, const AccessGrant* grants, std:
                 return Error::invalid_argument(what() + ": the location is named twice (also grant " +
                                                std::to_string(j) + ")");
         const bool peer = grant.location.kind() == LocationKind::Device && grant.location != owner;
-        if (peer && grant.flags != AccessFlags::None) CUDYN_TRY(check_peer(owner, grant.location.id(), what()));
+        if (peer && grant.flags != AccessFlags::None) {
+            const std::string name = what();
+            CUDYN_TRY(check_peer(owner, grant.location.id(), Operation(name.c_str())));
+        }
     }
     return ok();
 }

@@ -1,10 +1,8 @@
 // cudyn — PhysicalMemory: a shared cuMemCreate handle, released by its last owner.
 #include "cudyn/vmm/physical_memory.hpp"
+#include "cudyn/loader/driver_call.hpp"
 
 #include "core/internal.hpp"
-#include "core/internal.hpp"
-#include "vmm/internal.hpp"
-#include "vmm/internal.hpp"
 #include "vmm/internal.hpp"
 
 #include <string>
@@ -25,58 +23,56 @@ Result<void> PhysicalHandle::give_back() {
 
 }  // namespace detail
 
+namespace {
+
+constexpr detail::Operation kCreate{"PhysicalMemory::create"};
+
+}  // namespace
+
 Result<PhysicalMemory> PhysicalMemory::create(const AllocationProperties& properties, std::size_t size) {
     CUDYN_TRY(properties.validate());
-    if (size == 0) return Error::invalid_argument("PhysicalMemory::create: size must be non-zero");
+    if (size == 0) return kCreate.invalid("size must be non-zero");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
     CUDYN_TRY(properties.check_supported());
-    auto granularity = detail::query_granularity(properties, Granularity::Minimum);
-    if (!granularity) return granularity.error();
-    if (size % *granularity != 0)
-        return Error::invalid_argument("PhysicalMemory::create: size " + std::to_string(size) +
-                                       " is not a multiple of the allocation granularity " +
-                                       std::to_string(*granularity) + " of " + properties.describe());
+    CUDYN_TRY_ASSIGN(const std::size_t granularity, detail::query_granularity(properties, Granularity::Minimum));
+    if (size % granularity != 0)
+        return kCreate.invalid("size " + std::to_string(size) + " is not a multiple of the allocation granularity " +
+                               std::to_string(granularity) + " of " + properties.describe());
     // The owner exists before the driver is asked (see AddressRange::reserve).
     auto memory = std::make_shared<detail::PhysicalHandle>(properties);
     const CUmemAllocationProp prop = properties.to_cu();
     CUmemGenericAllocationHandle handle = 0;
     if (auto created = call_driver(&DriverTable::cuMemCreate_v10020, &handle, size, &prop, 0ULL); !created) {
-        // A system without IMEX may refuse fabric-shareable memory already
-        // here rather than at export: the same NotSupported either way.
         Error error = std::move(created).error();
-        // The granularity query answered for any node id; cuMemCreate is where
-        // a node the machine lacks is refused (measured on an H200). cudyn does
-        // not read the OS's node list itself: the driver's is the one that counts.
+        // The granularity query answers for any node id; cuMemCreate is where
+        // a node the machine lacks is refused. cudyn does not read the OS's
+        // node list itself: the driver's is the one that counts.
         if (properties.location().kind() == LocationKind::HostNuma && error.driver_result == CUDA_ERROR_INVALID_VALUE)
             error.message += " (is host NUMA node " + std::to_string(properties.location().id()) +
                              " a node of this machine?)";
+        // A system without IMEX may refuse fabric-shareable memory already
+        // here rather than at export: the same NotSupported either way.
         if (!includes(properties.handle_types(), HandleType::Fabric)) return error;
-        return detail::fabric_error(std::move(error), "PhysicalMemory::create");
+        return detail::fabric_error(std::move(error), kCreate.name());
     }
     memory->handle = handle;
     memory->created = true;
     memory->size = size;
-    memory->granularity = *granularity;
-    return PhysicalMemory(std::move(memory));
+    memory->granularity = granularity;
+    return PhysicalMemory(Held{std::move(memory)});
 }
 
-PhysicalMemory::PhysicalMemory() noexcept = default;
-PhysicalMemory::PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> record) noexcept : memory_(std::move(record)) {}
-PhysicalMemory::PhysicalMemory(PhysicalMemory&& other) noexcept = default;
-PhysicalMemory& PhysicalMemory::operator=(PhysicalMemory&& other) noexcept = default;
-PhysicalMemory::~PhysicalMemory() = default;
-
-CUmemGenericAllocationHandle PhysicalMemory::handle() const noexcept { return memory_ ? memory_->handle : 0; }
-std::size_t PhysicalMemory::size_bytes() const noexcept { return memory_ ? memory_->size : 0; }
-std::size_t PhysicalMemory::granularity() const noexcept { return memory_ ? memory_->granularity : 0; }
+CUmemGenericAllocationHandle PhysicalMemory::handle() const noexcept { return empty() ? 0 : held_->record->handle; }
+std::size_t PhysicalMemory::size_bytes() const noexcept { return empty() ? 0 : held_->record->size; }
+std::size_t PhysicalMemory::granularity() const noexcept { return empty() ? 0 : held_->record->granularity; }
 const AllocationProperties* PhysicalMemory::properties() const noexcept {
-    return memory_ ? &memory_->properties : nullptr;
+    return empty() ? nullptr : &held_->record->properties;
 }
 
-Result<void> PhysicalMemory::release() {
-    // Mappings still sharing the handle: the last of them releases it. A
-    // refused release leaves the memory owned: release() may be retried.
-    return detail::let_go(memory_);
-}
+// Mappings still sharing the handle: the last of them releases it.
+Result<void> PhysicalMemory::Held::release() { return detail::let_go(record); }
+
+// Only a last owner's release can be refused.
+void PhysicalMemory::Held::abandon() noexcept { record->forget(); }
 
 }  // namespace cudyn

@@ -1,5 +1,6 @@
-// Helpers of the VMM suites (fake and gpu): filling and reading device memory
-// through the driver table, and touching an address in a child process.
+// Helpers the fake and gpu suites share (the VMM suites first): a Result's
+// value or its error, filling and reading device memory through the driver
+// table, and touching an address in a child process.
 #pragma once
 
 #include "catch.hpp"

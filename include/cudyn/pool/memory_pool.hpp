@@ -1,28 +1,17 @@
 // cudyn — MemoryPool: a stream-ordered memory pool (cuMemPoolCreate), a
-// device's default or current pool, their attributes and access.
-//
-//     auto pool = cudyn::MemoryPool::create(cudyn::PoolProperties::device(0));
-//     CUDYN_TRY(pool->set_release_threshold(UINT64_MAX));   // keep freed memory for reuse
-//     auto buffer = cudyn::StreamOrderedBuffer<float>::allocate(*pool, n, stream);
-//
-// A pool hands out memory in stream order (stream_ordered_buffer.hpp) and
-// keeps what is freed for the next allocation instead of returning it to the
-// device: allocating 1 MiB from a pool whose release threshold keeps its
-// memory is tens of times cheaper than cuMemAlloc + cuMemFree
-// (docs/measurements has the figures). Pools belong to the process, not to a
-// context.
-//
-// Where it is missing: a driver before 11.2 has no pool entries, a device may
-// report MEMORY_POOLS_SUPPORTED 0, and a shareable handle type may be outside
-// the device's MEMPOOL_SUPPORTED_HANDLE_TYPES. Each is NotSupported naming the
-// reason, found before the driver is asked to create anything.
+// device's default or current pool, their attributes and access. A pool keeps
+// what is freed for the next allocation (stream_ordered_buffer.hpp) instead of
+// returning it to the device, and belongs to the process, not to a context.
+// Where pools are missing (a driver before 11.2, a device without
+// MEMORY_POOLS_SUPPORTED, a handle type the device's pools lack) calls are
+// NotSupported naming the reason, before the driver is asked to create anything.
 #pragma once
 
-#include "cudyn/vmm/allocation_properties.hpp"
 #include "cudyn/core/location.hpp"
-#include "cudyn/vmm/memory_access.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/vmm/memory_access.hpp"
 
 #include <cuda.h>
 
@@ -30,20 +19,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace cudyn {
 
 class Device;
-class MemoryPool;
 namespace detail {
-struct PoolImport;  // pool_sharing.cpp: builds the importer's state
-// Notes that export_pool_fd / export_pool_fabric shared the pool (see
-// MemoryPool::exported).
-void mark_pool_exported(const MemoryPool& pool) noexcept;
-// Marks a pool the driver cannot destroy safely (one whose fabric export the
-// driver refused: cuMemPoolDestroy of it crashed in driver 580); its owner
-// then lets go of it without calling the driver.
-void keep_pool_from_destroy(CUmemoryPool pool) noexcept;
+struct PoolAccess;  // how the library's sharing sources build, and mark, pools
 }  // namespace detail
 
 // What cuMemPoolCreate is given (CUmemPoolProps). A value type, built like
@@ -153,23 +135,23 @@ public:
     // Destroys an owned pool now and reports the driver's answer (on a
     // refusal the pool is still owned, and destroy() may be retried); does
     // nothing for a default or current pool.
-    Result<void> destroy() { return owner_.release(); }
+    Result<void> destroy() { return held_.release(); }
 
-    CUmemoryPool handle() const noexcept { return owner_.get().pool; }
+    CUmemoryPool handle() const noexcept { return held_->pool; }
     bool empty() const noexcept { return handle() == nullptr; }
     // True for a pool this object created or imported (and destroys).
-    bool owned() const noexcept { return owner_.get().owned; }
+    bool owned() const noexcept { return held_->owned; }
     // Where the pool's memory lives (its device, for a device pool).
-    const Location& location() const noexcept { return owner_.get().location; }
+    const Location& location() const noexcept { return held_->location; }
     // The handle types it was created with (None for default pools, whose
     // types cudyn does not know).
-    HandleType handle_types() const noexcept { return owner_.get().handle_types; }
+    HandleType handle_types() const noexcept { return held_->handle_types; }
     // True for a pool imported from another process (pool_sharing.hpp).
-    bool imported() const noexcept { return owner_.get().imported; }
+    bool imported() const noexcept { return held_->imported; }
     // True once export_pool_fd or export_pool_fabric shared this pool (the
     // flag moves with the pool): the driver exports a pool's pointers only
     // after the pool itself, so export_pool_pointer asks for it.
-    bool exported() const noexcept { return owner_.get().exported.value.load(); }
+    bool exported() const noexcept { return held_->exported.value.load(); }
     // The pool's identity across processes: this process and the handle for
     // a pool made here, the exporter's for an imported one.
     PoolOrigin origin() const noexcept;
@@ -199,10 +181,9 @@ public:
     Result<AccessFlags> access(Location location) const;
 
 private:
-    friend struct detail::PoolImport;  // builds an imported pool's state
-    friend void detail::mark_pool_exported(const MemoryPool& pool) noexcept;
+    friend struct detail::PoolAccess;
     // Set by the exports, which take the pool const and may run on several
-    // threads: atomic, copied as a value when the state moves.
+    // threads: atomic, copied as a value when the record moves.
     struct ExportedFlag {
         mutable std::atomic<bool> value{false};
         ExportedFlag() noexcept = default;
@@ -212,24 +193,24 @@ private:
             return *this;
         }
     };
-    struct Traits {
-        struct State {
-            CUmemoryPool pool = nullptr;
-            bool owned = false;  // false: a device's default or current pool, nothing to destroy
-            Location location = Location::device(0);
-            bool imported = false;
-            PoolOrigin origin;  // imported pools only
-            HandleType handle_types = HandleType::None;  // what the pool can be exported as
-            ExportedFlag exported;
-        };
-        static bool empty(const State& state) noexcept { return !state.owned; }
-        static Result<void> release(State& state);  // cuMemPoolDestroy
+    struct Held {
+        CUmemoryPool pool = nullptr;
+        bool owned = false;  // false: a device's default or current pool, nothing to destroy
+        Location location = Location::device(0);
+        bool imported = false;
+        PoolOrigin origin;                            // imported pools only
+        HandleType handle_types = HandleType::None;  // what the pool can be exported as
+        ExportedFlag exported;
+
+        bool empty() const noexcept { return !owned; }
+        // cuMemPoolDestroy (a refusal keeps the pool); a pool the driver must
+        // not destroy (its fabric export was refused) is only let go of.
+        Result<void> release();
     };
     MemoryPool(CUmemoryPool pool, bool owned, Location location, HandleType types = HandleType::None) noexcept
-        : owner_(Traits::State{pool, owned, location, false, {}, types, {}}) {}
-    explicit MemoryPool(Traits::State state) noexcept : owner_(std::move(state)) {}
-    Result<void> require_pool(const char* operation) const;
-    detail::UniqueHandle<Traits> owner_;
+        : held_(Held{pool, owned, location, false, {}, types, {}}) {}
+    explicit MemoryPool(Held held) noexcept : held_(std::move(held)) {}
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

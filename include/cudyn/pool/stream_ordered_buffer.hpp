@@ -1,58 +1,26 @@
 // cudyn — StreamOrderedBuffer<T>: device memory allocated on a stream from a
 // memory pool (cuMemAllocFromPoolAsync / cuMemAllocAsync) and freed in stream
-// order (cuMemFreeAsync), typed and move-only.
-//
-//     auto stream = cudyn::Stream::create();
-//     auto buffer = cudyn::StreamOrderedBuffer<float>::allocate(pool, n, *stream);
-//     CUDYN_TRY(buffer->copy_from(host_vector, *stream));
-//     launch(kernel, buffer->device_address(), *stream);
-//     buffer->use_on(*stream);   // work cudyn did not enqueue itself
-//     // the destructor frees it on the stream, after the kernel
-//
-// Stream order. The memory may be used by work enqueued on the allocating
-// stream after the allocation, and by other streams once they wait for it
-// (an event). The buffer remembers the stream it was last used on, and its
-// free goes there, so that it follows that work: every transfer given a
-// stream records it, as does use_on() for work the program enqueues itself
-// (kernels). A view (device_span()) records nothing. The stream the free goes
-// on must still exist when the buffer is freed, as for any stream-ordered
-// call; free(stream) names another one.
-//
-// Its context. Allocated on a created cudyn::Stream, the buffer relies on
-// that stream to keep the context alive (the stream must outlive the free
-// anyway), which keeps an allocation down to the driver call; allocated on a
-// default stream or a raw handle, it retains the current context itself, so
-// a program that releases its PrimaryContext first cannot have the context
-// (and the pool's memory) torn down under a live buffer.
-//
-// Transfers take an optional stream last. Without one they run on the
-// buffer's stream and return once it has done them (the synchronous rule of
-// every cudyn transfer: done means done, and in this memory's stream order).
-//
-// free() and the destructor do not wait: the memory goes back to the pool
-// when the stream reaches the free, and the next allocation on that stream
-// may get the same address at once.
-//
-// Needs a current context; allocate() checks, before the driver is asked:
-// a zero or overflowing count, an empty pool (InvalidArgument), a driver
-// without the entries (before 11.2) or a device without
-// MEMORY_POOLS_SUPPORTED (NotSupported).
+// order (cuMemFreeAsync), typed and move-only. The free goes on the stream the
+// buffer was last used on: every transfer given a stream records it, use_on()
+// records work the program enqueues itself (kernels), and that stream must
+// still exist when the buffer is freed.
 #pragma once
 
+#include "cudyn/core/result.hpp"
+#include "cudyn/detail/owner_context.hpp"
+#include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/device/stream_ref.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/host_span.hpp"
-#include "cudyn/pool/memory_pool.hpp"
 #include "cudyn/memory/owned_memory.hpp"
-#include "cudyn/detail/owner_context.hpp"
-#include "cudyn/core/result.hpp"
-#include "cudyn/device/stream_ref.hpp"
-#include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/pool/memory_pool.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace cudyn {
 
@@ -65,39 +33,38 @@ public:
     StreamOrderedMemory() noexcept = default;
 
     // `count` * `element_size` bytes on `stream`, from `pool` (null: the
-    // current pool of the stream's device, cuMemAllocAsync). The memory
-    // keeps the stream's context: an owned Stream's (shared, no driver call),
-    // else the calling thread's current one.
+    // current pool of the stream's device, cuMemAllocAsync). A created
+    // Stream keeps the context alive for it (no retain of its own); on any
+    // other stream the calling thread's current context is retained.
     static Result<StreamOrderedMemory> allocate(std::size_t count, std::size_t element_size, const MemoryPool* pool,
                                                 StreamRef stream);
 
-    CUdeviceptr address() const noexcept { return owner_.get().address; }
-    std::size_t bytes() const noexcept { return owner_.get().bytes; }
-    CUstream stream() const noexcept { return owner_.get().stream; }
-    bool empty() const noexcept { return owner_.empty(); }
+    CUdeviceptr address() const noexcept { return held_->address; }
+    std::size_t bytes() const noexcept { return held_->bytes; }
+    CUstream stream() const noexcept { return held_->stream; }
+    bool empty() const noexcept { return held_.empty(); }
     void use_on(CUstream stream) noexcept {
-        if (!empty()) owner_.get().stream = stream;
+        if (!empty()) held_->stream = stream;
     }
     // cuMemFreeAsync on stream(), in the allocation's context: empty
     // afterwards, or unchanged when the driver refused (retry).
-    Result<void> release() { return owner_.release(); }
+    Result<void> release() { return held_.release(); }
     // InvalidArgument "<operation>: the StreamOrderedBuffer is empty (moved from or freed)".
     Result<void> require(const char* operation) const;
 
 private:
-    struct Traits {
-        struct State {
-            OwnerContext retained;    // the retain taken when no Stream keeps the context (declared first: goes last)
-            CUdeviceptr address = 0;  // 0: empty
-            std::size_t bytes = 0;
-            CUstream stream = nullptr;
-            CUcontext context = nullptr;  // the one it was allocated in, made current for a default-stream free
-        };
-        static bool empty(const State& state) noexcept { return state.address == 0; }
-        static Result<void> release(State& state);
+    struct Held {
+        OwnerContext retained;    // the retain taken when no Stream keeps the context (declared first: goes last)
+        CUdeviceptr address = 0;  // 0: empty
+        std::size_t bytes = 0;
+        CUstream stream = nullptr;
+        CUcontext context = nullptr;  // the one it was allocated in, made current for a default-stream free
+
+        bool empty() const noexcept { return address == 0; }
+        Result<void> release();  // cuMemFreeAsync on stream; the retain goes after the free
     };
-    explicit StreamOrderedMemory(Traits::State state) noexcept : owner_(std::move(state)) {}
-    UniqueHandle<Traits> owner_;
+    explicit StreamOrderedMemory(Held held) noexcept : held_(std::move(held)) {}
+    UniqueHandle<Held> held_;
 };
 
 // Waits for `stream` after `issued` succeeded: the synchronous forms.
@@ -114,7 +81,13 @@ public:
     using value_type = T;
 
     // `count` elements of uninitialised memory on `stream`, from the current
-    // pool of the context's device (cuMemAllocAsync) or from `pool`.
+    // pool of the context's device (cuMemAllocAsync) or from `pool`. Needs a
+    // current context. Before the driver is asked: InvalidArgument for a zero
+    // or overflowing count or an empty pool, NotSupported for a driver
+    // without the entries (before 11.2) or a device without
+    // MEMORY_POOLS_SUPPORTED. On a created cudyn::Stream the buffer relies on
+    // the stream to keep the context alive; on a default stream or a raw
+    // handle it retains the current context itself.
     static Result<StreamOrderedBuffer> allocate(std::size_t count, StreamRef stream) {
         return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), nullptr, stream));
     }
@@ -138,6 +111,11 @@ public:
     // Records that work on `stream` uses the buffer (a kernel the program
     // launched), so that the free follows it.
     void use_on(StreamRef stream) noexcept { memory_.use_on(stream.handle()); }
+
+    // Transfers take an optional stream last. Without one they run on the
+    // buffer's stream and return once it has done them (done means done, in
+    // this memory's stream order); with one they are enqueued there and the
+    // stream is recorded.
 
     // Host -> device, the whole span to the first source.size() elements.
     Result<void> copy_from(HostSpan<const T> source) {
@@ -196,7 +174,8 @@ public:
     // Frees in stream order on stream() (or on `stream`), without waiting,
     // and reports the driver's answer: empty afterwards, or unchanged when the
     // driver refused (free() may be retried). The destructor does the same,
-    // silently.
+    // silently. The memory goes back to the pool when the stream reaches the
+    // free: the next allocation on that stream may get the same address.
     Result<void> free() { return memory_.release(); }
     Result<void> free(StreamRef stream) {
         use_on(stream);

@@ -1,26 +1,24 @@
 // cudyn — a reserved range of device virtual addresses (cuMemAddressReserve /
 // cuMemAddressFree), into which PhysicalMemory is mapped (MappedRange).
-//
-// Ownership, and why: the driver must never see cuMemAddressFree for a range
-// that still has mappings in it, so the reservation is shared. The
-// AddressRange holds one reference and every MappedRange in it holds another;
-// the range is freed when the last of them lets go. Destroying the
-// AddressRange first is therefore safe: the addresses stay reserved until the
-// last mapping is unmapped, and then they are freed. Whatever order the owners
-// die in, the driver sees unmap -> release -> free.
+// The reservation is shared with every MappedRange in it and freed when the
+// last of them lets go, so the owners may die in any order: the driver always
+// sees unmap, release, free.
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/unique_handle.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 namespace cudyn {
 
 namespace detail {
-struct Reservation;
+struct Reservation;  // the shared record (private to the library)
+struct VmmAccess;    // how the library's VMM sources reach it
 }  // namespace detail
 
 class AddressRange {
@@ -33,18 +31,14 @@ public:
     // wants `size` to be a multiple of the allocation granularity.
     static Result<AddressRange> reserve(std::size_t size, std::size_t alignment = 0, CUdeviceptr hint = 0);
 
-    AddressRange() noexcept;  // empty
-    AddressRange(AddressRange&& other) noexcept;
-    AddressRange& operator=(AddressRange&& other) noexcept;
-    AddressRange(const AddressRange&) = delete;
-    AddressRange& operator=(const AddressRange&) = delete;
-    // Drops this owner's reference; the range is freed now if no mapping is
-    // left in it, else when the last one is unmapped. Silent.
-    ~AddressRange();
+    // Empty. Move-only; the destructor drops this owner's reference: the
+    // range is freed now if no mapping is left in it, else when the last one
+    // is unmapped. Silent.
+    AddressRange() noexcept = default;
 
     CUdeviceptr device_address() const noexcept;
     std::size_t size_bytes() const noexcept;
-    bool empty() const noexcept { return reservation_ == nullptr; }
+    bool empty() const noexcept { return held_.empty(); }
     // Live MappedRanges in this range.
     std::size_t mapping_count() const noexcept;
 
@@ -55,9 +49,18 @@ public:
     Result<void> free();
 
 private:
-    friend class MappedRange;
-    explicit AddressRange(std::shared_ptr<detail::Reservation> reservation) noexcept;
-    std::shared_ptr<detail::Reservation> reservation_;
+    friend struct detail::VmmAccess;
+    struct Held {
+        std::shared_ptr<detail::Reservation> reservation;
+
+        bool empty() const noexcept { return reservation == nullptr; }
+        // Drops this owner's reference; the last owner frees the range first
+        // (a refusal keeps the reference).
+        Result<void> release();
+        void abandon() noexcept;  // the last owner forgets a range the driver would not free
+    };
+    explicit AddressRange(Held held) noexcept : held_(std::move(held)) {}
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

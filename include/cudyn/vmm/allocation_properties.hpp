@@ -1,13 +1,7 @@
 // cudyn — what a VMM allocation is made of (cuMemCreate's CUmemAllocationProp)
-// and the granularity its sizes and offsets must respect.
-//
-// The granularity depends on the exact properties (location, requested handle
-// types, flags), so the query and the creation take the same object:
-//
-//     auto props = cudyn::AllocationProperties::device(0)
-//                      .with_handle_types(cudyn::HandleType::PosixFileDescriptor);
-//     auto step = cudyn::allocation_granularity(props);             // 2 MiB on an H200
-//     auto memory = cudyn::PhysicalMemory::create(props, 8 * *step);
+// and the granularity its sizes and offsets must respect. The granularity
+// depends on the exact properties (location, handle types, flags), so the
+// query and the creation take the same object.
 #pragma once
 
 #include "cudyn/core/location.hpp"
@@ -54,7 +48,7 @@ public:
     static AllocationProperties device(int ordinal) noexcept { return AllocationProperties(Location::device(ordinal)); }
     // Host memory that devices map (HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
     // CUDA 12.x+): not shareable, so no handle types; the driver places it on
-    // a node (its properties read back as host NUMA node 0 on a one-node H200).
+    // a node (its properties may read back as a host NUMA node).
     static AllocationProperties host() noexcept { return AllocationProperties(Location::host()); }
     // Host memory on NUMA node `node` (HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
     // CUDA 12.x+); shareable as a POSIX descriptor. A node the machine does not
@@ -97,15 +91,6 @@ private:
     HandleType handle_types_ = HandleType::None;
     bool gpu_direct_rdma_ = false;
 };
-
-namespace detail {
-// What every creation that takes a location and handle types (cuMemCreate,
-// cuMemPoolCreate) refuses before the driver, as InvalidArgument starting
-// with `what`: a negative id, host NUMA current (`entry` does not take it),
-// handle-type bits cudyn does not know.
-Result<void> check_location_and_handle_types(const Location& location, HandleType types, const char* what,
-                                             const char* entry);
-}  // namespace detail
 
 // cuMemGetAllocationGranularity for exactly these properties, after
 // validate() and check_supported() (which asks the driver for no attribute

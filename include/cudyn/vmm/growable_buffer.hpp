@@ -1,44 +1,26 @@
 // cudyn — a device buffer that grows and shrinks in place: one address range
-// reserved up front, physical chunks mapped and unmapped at its end. The base
-// address never moves and the contents of the chunks that stay are kept, so
-// pointers into the buffer stay valid across growth (what a KV cache or an
-// arena wants, and what alloc + copy + free cannot give).
-//
-//     auto buffer = cudyn::GrowableBuffer::create(cudyn::AllocationProperties::device(0), 64ull << 30);
-//     buffer->grow_to(1 << 30);       // maps 1 GiB at buffer->device_address()
-//     buffer->release_physical(cudyn::GrowableBuffer::Contents::Save);  // "sleep": memory back to the driver
-//     buffer->restore();               // "wake": same addresses, same bytes
-//
-// Every chunk is a MappedRange of its own PhysicalMemory; growth maps chunk by
-// chunk and sets access for the new ones in one call. A failure anywhere in a
-// grow (create, map, access) unmaps and releases the chunks that grow had
-// added: the buffer is left at its previous size with nothing leaked.
-//
-// Unmapping (shrink_to, release_physical, destruction) waits for the device
-// first, as MappedRange does (teardown.hpp): the context the buffer was
-// created in and the primary context of every other device granted access
-// are synchronized once, then the chunks are unmapped. release_physical(Save)
-// waits before it copies, so work still writing the buffer is in the copy.
-// GrowableBufferOptions::teardown (or set_teardown) = CallerSynchronized
-// skips the wait for programs that order their own work.
-// release_physical(Save) and restore() copy with cuMemcpyDtoH/HtoD, which need
-// a current context. Not thread-safe: one thread at a time changes a buffer.
+// reserved up front, physical chunks mapped and unmapped at its end, so the
+// base address never moves and the chunks that stay keep their bytes (what
+// alloc + copy + free cannot give). Unmapping waits for the device first, as
+// MappedRange does (teardown.hpp). Not thread-safe: one thread at a time
+// changes a buffer.
 #pragma once
 
-#include "cudyn/vmm/address_range.hpp"
-#include "cudyn/vmm/allocation_properties.hpp"
-#include "cudyn/memory/device_span.hpp"
-#include "cudyn/vmm/mapped_range.hpp"
-#include "cudyn/vmm/memory_access.hpp"
-#include "cudyn/detail/owner_context.hpp"
-#include "cudyn/memory/pinned_buffer.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/core/teardown.hpp"
+#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/memory/pinned_buffer.hpp"
+#include "cudyn/vmm/address_range.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/vmm/mapped_range.hpp"
+#include "cudyn/vmm/memory_access.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace cudyn {
@@ -74,19 +56,25 @@ public:
     // frees the range, silently.
     GrowableBuffer() noexcept = default;
 
-    // Maps chunks until size() >= bytes (no-op when already there).
-    // InvalidArgument past capacity() or while released; on a driver failure
-    // the buffer keeps its previous size and nothing is leaked.
+    // Maps chunks until size() >= bytes (no-op when already there), each a
+    // MappedRange of its own PhysicalMemory, and sets access for the new ones
+    // in one call. InvalidArgument past capacity() or while released; a
+    // failure anywhere (create, map, access) unmaps and releases the chunks
+    // this call added: the buffer keeps its previous size, nothing leaked.
     Result<void> grow_to(std::size_t bytes);
-    // Unmaps whole chunks past round_up(bytes, chunk_size()) (no-op when
-    // already smaller). Every chunk is attempted; the first error is reported.
+    // Unmaps whole chunks past round_up(bytes, chunk_size()), last first,
+    // after the wait (no-op when already smaller). A chunk the driver refuses
+    // to unmap stops it there, kept with every chunk below it: a retry goes
+    // on from it.
     Result<void> shrink_to(std::size_t bytes);
     // grow_to or shrink_to, whichever applies.
     Result<void> resize(std::size_t bytes);
 
     // Gives every chunk back to the driver and keeps the address range.
     // With Contents::Save the bytes are first copied to pinned host memory
-    // (a PinnedBuffer); if that copy fails nothing changes. Released twice: ok().
+    // (a PinnedBuffer), after the wait, so work still writing the buffer is
+    // in the copy; if that copy fails nothing changes. Released twice: ok().
+    // Saving and restoring copy with cuMemcpyDtoH/HtoD: a context must be current.
     Result<void> release_physical(Contents contents = Contents::Discard);
     // Maps new chunks at the same addresses, up to the size held before
     // release_physical(), and copies saved contents back. On failure the buffer
@@ -94,7 +82,7 @@ public:
     // ok() when not released.
     Result<void> restore();
 
-    CUdeviceptr device_address() const noexcept { return state().range.device_address(); }
+    CUdeviceptr device_address() const noexcept { return held_->range.device_address(); }
     // The mapped bytes [address(), address() + size()) as elements, checked
     // (DeviceSpan::from_bytes); empty while nothing is mapped or released.
     // Growing keeps the span's bytes where they are; shrinking or releasing
@@ -116,55 +104,54 @@ public:
     // Bytes mapped: a multiple of chunk_size(). While released, the size
     // restore() will bring back.
     std::size_t size_bytes() const noexcept;
-    std::size_t capacity_bytes() const noexcept { return state().range.size_bytes(); }
-    std::size_t chunk_size_bytes() const noexcept { return state().chunk_size; }
-    std::size_t chunk_count() const noexcept { return Traits::mapped_chunks(state()); }  // mapped chunks
-    bool released() const noexcept { return state().released; }
-    bool holds_saved_contents() const noexcept { return !state().saved.empty(); }
-    bool empty() const noexcept { return state().range.empty(); }
+    std::size_t capacity_bytes() const noexcept { return held_->range.size_bytes(); }
+    std::size_t chunk_size_bytes() const noexcept { return held_->chunk_size; }
+    std::size_t chunk_count() const noexcept { return held_->mapped_chunks(); }  // mapped chunks
+    bool released() const noexcept { return held_->released; }
+    bool holds_saved_contents() const noexcept { return !held_->saved.empty(); }
+    bool empty() const noexcept { return held_->range.empty(); }
     const AllocationProperties& properties() const noexcept { return properties_; }
     // What shrink_to, release_physical and the destructor wait for.
-    void set_teardown(Teardown teardown) noexcept { owner_.get().teardown = teardown; }
-    Teardown teardown() const noexcept { return state().teardown; }
+    void set_teardown(Teardown teardown) noexcept { held_->teardown = teardown; }
+    Teardown teardown() const noexcept { return held_->teardown; }
 
 private:
-    struct Traits {
-        // Dropped unreleased (unique_handle.hpp), members go last to first:
-        // the saved copy, then the chunks, then the range they are mapped in.
-        struct State {
-            AddressRange range;
-            std::vector<MappedRange> chunks;
-            std::size_t chunk_size = 0;
-            std::size_t granularity = 0;
-            std::vector<AccessGrant> access;     // applied to every chunk; the devices waited for
-            bool released = false;
-            std::size_t released_chunks = 0;     // chunk count restore() brings back
-            PinnedBuffer<unsigned char> saved;   // the bytes release_physical(Save) kept
-            detail::OwnerContext context;        // the context current at create(): synchronized before unmapping
-            Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
-        };
-        static bool empty(const State& state) noexcept {
-            return state.range.empty() && state.chunks.empty() && state.saved.empty() && state.context.empty();
-        }
+    // Dropped unreleased (unique_handle.hpp), members go last to first: the
+    // saved copy, then the chunks, then the range they are mapped in.
+    struct Held {
+        AddressRange range;
+        std::vector<MappedRange> chunks;
+        std::size_t chunk_size = 0;
+        std::size_t granularity = 0;
+        std::vector<AccessGrant> access;    // applied to every chunk; the devices waited for
+        bool released = false;
+        std::size_t released_chunks = 0;    // chunk count restore() brings back
+        PinnedBuffer<unsigned char> saved;  // the bytes release_physical(Save) kept
+        detail::OwnerContext context;       // the context current at create(): synchronized before unmapping
+        Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
+
+        bool empty() const noexcept { return range.empty() && chunks.empty() && saved.empty() && context.empty(); }
         // Waits as teardown says, unmaps every chunk (those the driver
         // refuses stay, with the chunks below them), gives back the saved
         // copy, then frees the range: each step is tried, the first error
         // reported. The buffer's context reference goes regardless (silently,
         // as OwnerContext::reset does): a chunk left behind keeps its own.
-        static Result<void> release(State& state);
-        static std::size_t mapped_chunks(const State& state) noexcept;  // chunk_count()
-        static Result<void> unmap_chunks(State& state, std::size_t target);  // down to `target`, last first (no wait)
-        static Result<void> wait_for_device(const State& state);  // what teardown says, before chunks are unmapped
-    };
-    GrowableBuffer(AllocationProperties properties, std::vector<AccessGrant> access, Teardown teardown,
-                   std::size_t chunk_size, std::size_t granularity, AddressRange range,
-                   detail::OwnerContext context) noexcept;
-    Result<void> require_usable(const char* operation) const;
-    Result<void> map_chunks(std::size_t target);  // rolls back to the previous count on failure
-    const Traits::State& state() const noexcept { return owner_.get(); }
+        Result<void> release();
 
-    AllocationProperties properties_{Location::device(0)};  // not owned: a move copies it
-    detail::UniqueHandle<Traits> owner_;
+        std::size_t mapped_chunks() const noexcept;  // chunk_count()
+        // Maps new chunks of `properties` up to `target`; on failure unmaps
+        // and releases those it added, back to the previous count.
+        Result<void> map_chunks(const AllocationProperties& properties, std::size_t target);
+        // Unmaps down to `target` chunks, last first, without waiting.
+        Result<void> unmap_chunks(std::size_t target);
+        // What teardown says, before chunks are unmapped.
+        Result<void> wait_for_device() const;
+    };
+    GrowableBuffer(const AllocationProperties& properties, Held held) noexcept
+        : properties_(properties), held_(std::move(held)) {}
+
+    AllocationProperties properties_{Location::device(0)};  // not held: a move copies it
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

@@ -1,33 +1,18 @@
 // cudyn — PhysicalMemory mapped into an AddressRange (cuMemMap / cuMemUnmap),
-// with its access (cuMemSetAccess / cuMemGetAccess).
-//
-//     auto range = cudyn::AddressRange::reserve(64 << 20);
-//     auto memory = cudyn::PhysicalMemory::create(cudyn::AllocationProperties::device(1), 2 << 20);
-//     auto mapping = cudyn::MappedRange::map(*range, 0, *memory,
-//                        {{cudyn::Location::device(1), cudyn::AccessFlags::ReadWrite},
-//                         {cudyn::Location::device(0), cudyn::AccessFlags::ReadWrite}});  // a peer
-//
-// Ownership: a MappedRange holds a reference to the reservation and to the
-// physical handle (see address_range.hpp, physical_memory.hpp). Its
-// destruction unmaps first, then drops the handle (released if it was the last
-// owner), then the reservation (freed if it was the last owner): unmap,
-// release, free, whatever order the three owners are destroyed in.
-//
-// Unmapping waits for the device first (teardown.hpp): the context the
-// mapping was made in is synchronized, and the primary context of every other
-// device granted access, so no work enqueued before can touch the range once
-// it is gone. set_teardown(Teardown::CallerSynchronized) unmaps at once, for
-// programs that order their work themselves.
+// with its access (cuMemSetAccess / cuMemGetAccess). A mapping keeps a
+// reference to the memory and to the range, so it is always unmapped before
+// either is given back. Unmapping waits for the device first (teardown.hpp)
+// unless set_teardown(Teardown::CallerSynchronized).
 #pragma once
 
-#include "cudyn/vmm/address_range.hpp"
-#include "cudyn/memory/device_span.hpp"
-#include "cudyn/vmm/memory_access.hpp"
-#include "cudyn/detail/owner_context.hpp"
-#include "cudyn/vmm/physical_memory.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/core/teardown.hpp"
+#include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/memory/device_span.hpp"
+#include "cudyn/vmm/address_range.hpp"
+#include "cudyn/vmm/memory_access.hpp"
+#include "cudyn/vmm/physical_memory.hpp"
 
 #include <cuda.h>
 
@@ -67,19 +52,19 @@ public:
     // What cuMemGetAccess reports for `location`.
     Result<AccessFlags> access(Location location) const;
 
-    CUdeviceptr device_address() const noexcept { return state().mapped ? state().address : 0; }
-    std::size_t size_bytes() const noexcept { return state().size; }
+    CUdeviceptr device_address() const noexcept { return held_->mapped ? held_->address : 0; }
+    std::size_t size_bytes() const noexcept { return held_->size; }
     // The mapping as elements, checked (DeviceSpan::from_bytes). Copies and
     // fills need access set for the device of the current context.
     template <typename T>
     Result<DeviceSpan<T>> device_span_as() const {
-        return DeviceSpan<T>::from_bytes(device_address(), state().mapped ? state().size : 0);
+        return DeviceSpan<T>::from_bytes(device_address(), held_->mapped ? held_->size : 0);
     }
     // The same bytes, unchecked: every byte view is valid.
     DeviceSpan<std::byte> device_span() const noexcept {
-        return DeviceSpan<std::byte>(device_address(), state().mapped ? state().size : 0);
+        return DeviceSpan<std::byte>(device_address(), held_->mapped ? held_->size : 0);
     }
-    std::size_t offset_bytes() const noexcept { return state().offset; }  // within the AddressRange
+    std::size_t offset_bytes() const noexcept { return held_->offset; }  // within the AddressRange
     // Where the host reads and writes the mapping directly: the mapped
     // address, for memory on a host location (AllocationProperties::host(),
     // host_numa(n)) whose host location was granted access
@@ -88,7 +73,7 @@ public:
     // dereference.
     void* host_address() const noexcept;
     // No mapping (moved from, unmapped, never mapped).
-    bool empty() const noexcept { return !state().mapped; }
+    bool empty() const noexcept { return !held_->mapped; }
     // Where the mapped memory lives (the PhysicalMemory's location); null when empty.
     const Location* memory_location() const noexcept;
 
@@ -99,50 +84,45 @@ public:
     // the mapping is still there, unchanged; if a give-back was refused the
     // mapping is gone (empty()) but the handle or range is kept. Either way
     // unmap() can be retried. ok() when nothing is left.
-    Result<void> unmap() { return owner_.release(); }
+    Result<void> unmap() { return held_.release(); }
     // What unmap() and the destructor wait for (WaitForDevice unless set).
-    void set_teardown(Teardown teardown) noexcept { owner_.get().teardown = teardown; }
-    Teardown teardown() const noexcept { return state().teardown; }
+    void set_teardown(Teardown teardown) noexcept { held_->teardown = teardown; }
+    Teardown teardown() const noexcept { return held_->teardown; }
 
 private:
-    struct Traits {
-        // Dropped unreleased (unique_handle.hpp), members go last to first:
-        // the handle before the reservation (the driver's order), and the
-        // context, which must outlive what was released into it, after both.
-        struct State {
-            detail::OwnerContext context;  // the context current at map(): synchronized before the unmap
-            std::shared_ptr<detail::Reservation> reservation;
-            std::shared_ptr<detail::PhysicalHandle> memory;
-            CUdeviceptr address = 0;
-            std::size_t offset = 0;
-            std::size_t size = 0;
-            bool mapped = false;     // false once unmapped, while a give-back may still be owed
-            std::uint64_t users = 0;  // other devices granted access (detail::granted_devices)
-            Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
-            bool host_access = false;  // the last grant to a host location gave access (host_address())
-        };
+    // Dropped unreleased (unique_handle.hpp), members go last to first: the
+    // handle before the reservation (the driver's order), and the context,
+    // which must outlive what was released into it, after both.
+    struct Held {
+        detail::OwnerContext context;  // the context current at map(): synchronized before the unmap
+        std::shared_ptr<detail::Reservation> reservation;
+        std::shared_ptr<detail::PhysicalHandle> memory;
+        CUdeviceptr address = 0;
+        std::size_t offset = 0;
+        std::size_t size = 0;
+        bool mapped = false;      // false once unmapped, while a give-back may still be owed
+        std::uint64_t users = 0;  // other devices granted access (detail::granted_devices)
+        Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
+        bool host_access = false;  // the last grant to a host location gave access (host_address())
+
         // Nothing mapped, and no handle or reservation left to give back.
-        static bool empty(const State& state) noexcept {
-            return !state.mapped && state.memory == nullptr && state.reservation == nullptr;
-        }
+        bool empty() const noexcept { return !mapped && memory == nullptr && reservation == nullptr; }
         // Waits as teardown says, unmaps, then lets go of the handle and the
         // reservation (given back where this was their last owner). Each step
         // the driver refuses stops it there with the rest still held; a failed
         // wait still unmaps and is reported once nothing is left.
-        static Result<void> release(State& state);
-        static void abandon(State& state) noexcept;  // the reservation forgets a mapping still live
+        Result<void> release();
+        void abandon() noexcept;  // the reservation forgets a mapping still live
+        // Records grants that were just applied.
+        void granted(const AccessGrant* grants, std::size_t count) noexcept;
     };
-    MappedRange(std::shared_ptr<detail::Reservation> reservation, std::shared_ptr<detail::PhysicalHandle> memory,
-                CUdeviceptr address, std::size_t offset, std::size_t size, detail::OwnerContext context) noexcept
-        : owner_(Traits::State{std::move(context), std::move(reservation), std::move(memory), address, offset, size,
-                               true, 0, Teardown::WaitForDevice, false}) {}
+    explicit MappedRange(Held held) noexcept : held_(std::move(held)) {}
     static Result<MappedRange> map_with_access(const AddressRange& range, std::size_t offset,
                                                const PhysicalMemory& memory, const AccessGrant* grants,
                                                std::size_t count);
     Result<void> set_access(const AccessGrant* grants, std::size_t count);
-    const Traits::State& state() const noexcept { return owner_.get(); }
 
-    detail::UniqueHandle<Traits> owner_;
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

@@ -1,26 +1,25 @@
 // cudyn — a physical VMM allocation (cuMemCreate / cuMemRelease): memory on a
 // device or a host NUMA node with no address of its own until a MappedRange
-// maps it into an AddressRange.
-//
-// Ownership: the generic handle is shared between the PhysicalMemory and every
-// MappedRange of it, and released (cuMemRelease) when the last of them lets go.
-// The driver would keep mapped memory alive after an early cuMemRelease anyway;
-// sharing the handle keeps the order the same in every case (unmap, then
-// release) and keeps the handle valid for queries while a mapping exists.
+// maps it into an AddressRange. The handle is shared with every MappedRange of
+// it and released when the last of them lets go: unmap, then release, in
+// every case.
 #pragma once
 
-#include "cudyn/vmm/allocation_properties.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/unique_handle.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 namespace cudyn {
 
 namespace detail {
-struct PhysicalHandle;  // defined in the library's sources only (src/physical_handle.hpp)
+struct PhysicalHandle;  // the shared record (private to the library)
+struct VmmAccess;       // how the library's VMM and sharing sources reach it
 }  // namespace detail
 
 class PhysicalMemory {
@@ -33,14 +32,9 @@ public:
     // is asked for after the first call for a device.
     static Result<PhysicalMemory> create(const AllocationProperties& properties, std::size_t size);
 
-    PhysicalMemory() noexcept;  // empty
-    PhysicalMemory(PhysicalMemory&& other) noexcept;
-    PhysicalMemory& operator=(PhysicalMemory&& other) noexcept;
-    PhysicalMemory(const PhysicalMemory&) = delete;
-    PhysicalMemory& operator=(const PhysicalMemory&) = delete;
-    // Drops this owner's reference: released now if unmapped, else when the
-    // last mapping is unmapped. Silent.
-    ~PhysicalMemory();
+    // Empty. Move-only; the destructor drops this owner's reference: released
+    // now if unmapped, else when the last mapping is unmapped. Silent.
+    PhysicalMemory() noexcept = default;
 
     // The driver's handle, for interop (export, cuMemGetAllocationPropertiesFromHandle).
     CUmemGenericAllocationHandle handle() const noexcept;
@@ -49,25 +43,27 @@ public:
     std::size_t granularity() const noexcept;
     // Null when empty.
     const AllocationProperties* properties() const noexcept;
-    bool empty() const noexcept { return memory_ == nullptr; }
+    bool empty() const noexcept { return held_.empty(); }
 
     // Gives up this owner's reference now. When no mapping shares the handle
     // the driver's cuMemRelease answer is reported (a refusal leaves this
     // owner unchanged: retry); otherwise the release happens at the last
     // unmap and ok() is returned. Empty afterwards on success.
-    Result<void> release();
-
-    // The shared record behind the handle, for the library's own VMM modules
-    // (public so that they need no friendship): a MappedRange keeps it so the
-    // handle outlives an early release(), and an import wraps the record it
-    // made. Its type is complete only inside cudyn's sources, so other code
-    // cannot make or read one; passing it along only adds an owner of the
-    // same allocation, released by the last one.
-    explicit PhysicalMemory(std::shared_ptr<detail::PhysicalHandle> record) noexcept;
-    const std::shared_ptr<detail::PhysicalHandle>& shared_record() const noexcept { return memory_; }
+    Result<void> release() { return held_.release(); }
 
 private:
-    std::shared_ptr<detail::PhysicalHandle> memory_;
+    friend struct detail::VmmAccess;
+    struct Held {
+        std::shared_ptr<detail::PhysicalHandle> record;
+
+        bool empty() const noexcept { return record == nullptr; }
+        // Drops this owner's reference; the last owner releases the handle
+        // first (a refusal keeps the reference).
+        Result<void> release();
+        void abandon() noexcept;  // the last owner forgets a handle the driver would not release
+    };
+    explicit PhysicalMemory(Held held) noexcept : held_(std::move(held)) {}
+    detail::UniqueHandle<Held> held_;
 };
 
 }  // namespace cudyn

@@ -226,6 +226,49 @@ TEST_CASE("teardown is unmap, release, free whatever order the owners die in", "
     CHECK(before.live_delta() == 0);
 }
 
+TEST_CASE("a refused release or free keeps the owner for a retry; a destructor tries once and lets go",
+          "[emulated][cuda11][vmm]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+
+    SECTION("release() and free() keep what the driver refused") {
+        auto range = take(AddressRange::reserve(4 * kMiB));
+        auto memory = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
+        {
+            ScopedFault refuse("cuMemRelease:1+:CUDA_ERROR_UNKNOWN,cuMemAddressFree:1+:CUDA_ERROR_UNKNOWN");
+            require_error(memory.release(), ErrorCode::Driver, "cuMemRelease");
+            require_error(range.free(), ErrorCode::Driver, "cuMemAddressFree");
+        }
+        CHECK_FALSE(memory.empty());
+        CHECK(memory.size_bytes() == 2 * kMiB);
+        CHECK_FALSE(range.empty());
+        CHECK(range.size_bytes() == 4 * kMiB);
+        require_ok(memory.release());
+        require_ok(range.free());
+        CHECK(memory.empty());
+        CHECK(range.empty());
+    }
+    SECTION("the destructors ask the driver once, then let go of what it kept") {
+        const DriverSnapshot calls({"cuMemRelease", "cuMemAddressFree"});
+        CUmemGenericAllocationHandle handle = 0;
+        CUdeviceptr address = 0;
+        {
+            const ScopedFault refuse("cuMemRelease:1+:CUDA_ERROR_UNKNOWN,cuMemAddressFree:1+:CUDA_ERROR_UNKNOWN");
+            auto range = take(AddressRange::reserve(4 * kMiB));
+            auto memory = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
+            handle = memory.handle();
+            address = range.device_address();
+        }
+        CHECK(calls.calls_since("cuMemRelease") == 1);
+        CHECK(calls.calls_since("cuMemAddressFree") == 1);
+        // What the driver kept is still there, to be given back by hand.
+        CHECK(before.live_delta() == 2);
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemRelease_v10020, handle));
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemAddressFree_v10020, address, 4 * kMiB));
+    }
+    CHECK(before.live_delta() == 0);
+}
+
 TEST_CASE("VMM bad input is InvalidArgument before any driver call, nothing leaked", "[emulated][cuda11][vmm]") {
     auto context = activate(0);
     constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
