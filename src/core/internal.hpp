@@ -5,7 +5,6 @@
 
 #include "cudyn/core/error.hpp"
 #include "cudyn/core/result.hpp"
-#include "cudyn/loader/driver_call.hpp"
 
 #include <cuda.h>
 
@@ -43,19 +42,6 @@ std::string hex(std::uint64_t value);
 // the allocation of A bytes".
 Result<void> check_inside_allocation(const Operation& operation, std::uint64_t offset, std::uint64_t bytes,
                                      std::uint64_t allocation_bytes);
-
-// ---- driver entries ----------------------------------------------------------------------------
-
-// The loader's error when the driver is unusable, NotSupported naming the
-// entry when this driver lacks it (call_driver's own refusals). Callers ask
-// it first, so that on a driver without the entry the error names the entry,
-// not whatever later check would fail. has_entry() only chooses between paths.
-template <typename Pfn>
-Result<void> require_entry(Pfn DriverTable::*entry) {
-    const DriverTable* table = usable_driver();
-    if (table == nullptr || table->*entry == nullptr) return entry_unavailable(table, entry);
-    return ok();
-}
 
 // ---- fabric handles ----------------------------------------------------------------------------
 

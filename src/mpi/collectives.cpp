@@ -59,9 +59,9 @@ Result<std::vector<std::vector<std::uint8_t>>> allgather_bytes(MPI_Comm comm, co
     return gathered;
 }
 
-Result<void> CommunicatorTraits::release(State& state) {
+Result<void> Communicator::release() {
     // MPI_Comm_free sets the handle to MPI_COMM_NULL when it succeeds.
-    if (const int rc = MPI_Comm_free(&state.comm); rc != MPI_SUCCESS) return mpi_error("MPI_Comm_free", rc);
+    if (const int rc = MPI_Comm_free(&comm); rc != MPI_SUCCESS) return mpi_error("MPI_Comm_free", rc);
     return ok();
 }
 

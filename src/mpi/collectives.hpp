@@ -28,13 +28,12 @@ Result<int> rank_in(MPI_Comm comm);
 Result<std::vector<std::vector<std::uint8_t>>> allgather_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine);
 
 // A communicator this library made (MPI_Comm_split), freed with MPI_Comm_free.
-struct CommunicatorTraits {
-    struct State {
-        MPI_Comm comm = MPI_COMM_NULL;
-    };
-    static bool empty(const State& state) noexcept { return state.comm == MPI_COMM_NULL; }
-    static Result<void> release(State& state);
+struct Communicator {
+    MPI_Comm comm = MPI_COMM_NULL;
+
+    bool empty() const noexcept { return comm == MPI_COMM_NULL; }
+    Result<void> release();  // MPI_Comm_free
 };
-using OwnedCommunicator = cudyn::detail::UniqueHandle<CommunicatorTraits>;
+using OwnedCommunicator = cudyn::detail::UniqueHandle<Communicator>;
 
 }  // namespace cudyn::mpi::detail

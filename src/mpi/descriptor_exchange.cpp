@@ -52,7 +52,7 @@ Result<std::vector<PeerBytes>> exchange_descriptor_bytes(MPI_Comm comm, const Ra
         // communicator holds its ranks in ascending order, as ranks_of_host does.
         const int host = survey.hosts.host_of_rank[static_cast<std::size_t>(rank)];
         members = survey.hosts.ranks_of_host[static_cast<std::size_t>(host)];
-        detail::CommunicatorTraits::State split;
+        detail::Communicator split;
         if (const int rc = MPI_Comm_split(comm, host, rank, &split.comm); rc != MPI_SUCCESS)
             return detail::mpi_error("MPI_Comm_split", rc);
         host_comm = detail::OwnedCommunicator(split);

@@ -11,28 +11,6 @@
 
 namespace cudyn::detail {
 
-// How UniqueHandle reaches a record's members. Transitional: the
-// specialisation below also takes an owner still written as
-// Traits { struct State; static ... }.
-template <typename T, typename = void>
-struct HeldAccess {
-    using Held = T;
-    static bool empty(const Held& held) noexcept { return held.empty(); }
-    static Result<void> release(Held& held) { return held.release(); }
-    template <typename H = Held>
-    static auto abandon(H& held, int) noexcept -> decltype(held.abandon()) { held.abandon(); }
-    static void abandon(Held&, long) noexcept {}
-};
-template <typename T>
-struct HeldAccess<T, std::void_t<typename T::State>> {
-    using Held = typename T::State;
-    static bool empty(const Held& held) noexcept { return T::empty(held); }
-    static Result<void> release(Held& held) { return T::release(held); }
-    template <typename U = T>
-    static auto abandon(Held& held, int) noexcept -> decltype(U::abandon(held)) { U::abandon(held); }
-    static void abandon(Held&, long) noexcept {}
-};
-
 // An owner keeps what it holds in one private record, Held, whose members say
 // how it is given back:
 //
@@ -59,11 +37,8 @@ struct HeldAccess<T, std::void_t<typename T::State>> {
 //    must outlive the rest.
 template <typename Record>
 class UniqueHandle {
-    using Access = HeldAccess<Record>;
-
 public:
-    using Held = typename Access::Held;
-    using State = Held;
+    using Held = Record;
 
     UniqueHandle() noexcept = default;  // empty
     explicit UniqueHandle(Held held) noexcept : held_(std::move(held)) {}
@@ -83,23 +58,28 @@ public:
     Held& get() noexcept { return held_; }
     const Held* operator->() const noexcept { return &held_; }
     Held* operator->() noexcept { return &held_; }
-    bool empty() const noexcept { return Access::empty(held_); }
+    bool empty() const noexcept { return held_.empty(); }
 
     // Gives the record back now: empty afterwards, or, when refused, holding
     // what the driver kept. ok() when already empty.
     Result<void> release() {
         if (empty()) return ok();
-        return Access::release(held_);
+        return held_.release();
     }
     // Releases, and lets go without the driver of whatever that left.
     void reset() noexcept {
         if (release()) return;
-        Access::abandon(held_, 0);
+        abandon(held_, 0);
         // The old record goes with the temporary exchange() returns.
         (void)std::exchange(held_, Held{});
     }
 
 private:
+    // Held::abandon() where the record has one.
+    template <typename H = Held>
+    static auto abandon(H& held, int) noexcept -> decltype(held.abandon()) { held.abandon(); }
+    static void abandon(Held&, long) noexcept {}
+
     Held held_{};
 };
 

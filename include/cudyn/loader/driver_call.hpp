@@ -63,6 +63,20 @@ bool has_entry(Pfn DriverTable::*entry) noexcept {
     return table != nullptr && table->*entry != nullptr;
 }
 
+namespace detail {
+// call_driver's refusal without the call: the loader's error when the driver
+// is unusable, NotSupported naming the entry when this driver lacks it.
+// Operations ask it first, so that on a driver without the entry the error
+// names the entry, not whatever later check would fail; has_entry() only
+// chooses between paths.
+template <typename Pfn>
+Result<void> require_entry(Pfn DriverTable::*entry) {
+    const DriverTable* table = usable_driver();
+    if (table == nullptr || table->*entry == nullptr) return entry_unavailable(table, entry);
+    return ok();
+}
+}  // namespace detail
+
 template <typename Pfn, typename... Args>
 Result<void> call_driver(Pfn DriverTable::*entry, Args... args) {
     const DriverTable* table = detail::usable_driver();
