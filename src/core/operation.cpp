@@ -35,9 +35,8 @@ std::string hex(std::uint64_t value) {
     return text;
 }
 
-Result<void> check_inside_allocation(const Operation& operation, std::uint64_t offset, std::uint64_t bytes,
-                                     std::uint64_t allocation_bytes) {
-    if (offset <= allocation_bytes && bytes <= allocation_bytes - offset) return ok();
+Error outside_allocation(const Operation& operation, std::uint64_t offset, std::uint64_t bytes,
+                         std::uint64_t allocation_bytes) {
     return operation.invalid(std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
                              " run past the allocation of " + std::to_string(allocation_bytes) + " bytes");
 }

@@ -54,8 +54,9 @@ CUDYN_DETAIL_COLD Error not_exportable(Error error, CUdeviceptr base) {
 // The one maker of exported descriptors. It builds the descriptor inside the
 // caller's Result and lets the driver write the handle straight into it:
 // copying a just-written handle out of a temporary showed in this path's
-// measured cost.
-Result<IpcMemoryDescriptor> export_base(CUdeviceptr base, std::uint64_t allocation_size, std::uint64_t offset,
+// measured cost. Inline: both exports take it, and a call of its own
+// costs a measurable share of a driver call this short.
+inline Result<IpcMemoryDescriptor> export_base(CUdeviceptr base, std::uint64_t allocation_size, std::uint64_t offset,
                                         std::uint64_t size) {
     Result<IpcMemoryDescriptor> exported(std::in_place, detail::RecordAccess::key());
     auto& fields = detail::RecordAccess::fields(*exported);
