@@ -13,7 +13,9 @@
 
 #include <cuda.h>
 
+#include <mutex>
 #include <utility>
+#include <vector>
 
 namespace cudyn::detail {
 
@@ -54,5 +56,19 @@ void keep_pool_from_destroy(CUmemoryPool pool) noexcept;
 // NotSupported from `operation` unless `caps` (device `ordinal`'s) report
 // MEMORY_POOLS_SUPPORTED.
 Result<void> require_memory_pools(const DeviceCapabilities& caps, int ordinal, const Operation& operation);
+
+// A process-wide list of pool handles behind its own lock (a handful of
+// entries at most): the pools the driver must not destroy, the pools with
+// live imported pointers. A pool may be listed more than once.
+class PoolHandleList {
+public:
+    void add(CUmemoryPool pool);             // std::bad_alloc when out of memory
+    bool take(CUmemoryPool pool) noexcept;   // removes one entry; false when there was none
+    bool contains(CUmemoryPool pool) const;
+
+private:
+    mutable std::mutex mutex_;
+    std::vector<CUmemoryPool> pools_;
+};
 
 }  // namespace cudyn::detail

@@ -215,26 +215,31 @@ PoolOrigin MemoryPool::origin() const noexcept {
 
 namespace {
 
-// The pools keep_pool_from_destroy named (a handful at most in a process).
-struct UndestroyablePools {
-    std::mutex mutex;
-    std::vector<CUmemoryPool> pools;
-};
-UndestroyablePools& undestroyable() {
-    static UndestroyablePools* instance = new UndestroyablePools();  // never destroyed: owners die at exit too
-    return *instance;
-}
-
-bool take_undestroyable(CUmemoryPool pool) {
-    UndestroyablePools& list = undestroyable();
-    std::lock_guard<std::mutex> lock(list.mutex);
-    const auto found = std::find(list.pools.begin(), list.pools.end(), pool);
-    if (found == list.pools.end()) return false;
-    list.pools.erase(found);
-    return true;
+// The pools keep_pool_from_destroy named.
+detail::PoolHandleList& undestroyable() {
+    static auto* list = new detail::PoolHandleList();  // never destroyed: owners die at exit too
+    return *list;
 }
 
 }  // namespace
+
+void detail::PoolHandleList::add(CUmemoryPool pool) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    pools_.push_back(pool);
+}
+
+bool detail::PoolHandleList::take(CUmemoryPool pool) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = std::find(pools_.begin(), pools_.end(), pool);
+    if (found == pools_.end()) return false;
+    pools_.erase(found);
+    return true;
+}
+
+bool detail::PoolHandleList::contains(CUmemoryPool pool) const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return std::find(pools_.begin(), pools_.end(), pool) != pools_.end();
+}
 
 Result<void> detail::require_memory_pools(const DeviceCapabilities& caps, int ordinal, const Operation& operation) {
     if (caps.memory_pools) return ok();
@@ -245,16 +250,14 @@ Result<void> detail::require_memory_pools(const DeviceCapabilities& caps, int or
 
 void detail::keep_pool_from_destroy(CUmemoryPool pool) noexcept {
     try {
-        UndestroyablePools& list = undestroyable();
-        std::lock_guard<std::mutex> lock(list.mutex);
-        list.pools.push_back(pool);
+        undestroyable().add(pool);
     } catch (...) {
         // Out of memory for one pointer: the pool is destroyed as usual.
     }
 }
 
 Result<void> MemoryPool::Held::release() {
-    if (!take_undestroyable(pool)) CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, pool));
+    if (!undestroyable().take(pool)) CUDYN_TRY(call_driver(&DriverTable::cuMemPoolDestroy_v11020, pool));
     *this = Held{};
     return ok();
 }

@@ -104,35 +104,24 @@ struct WireLayout<PoolPointerDescriptor> {
 
 namespace {
 
-// One entry per live ImportedPoolMemory (a handful in a process).
-struct PoolImports {
-    std::mutex mutex;
-    std::vector<CUmemoryPool> pools;
-};
-PoolImports& pool_imports() {
-    static PoolImports* imports = new PoolImports();  // never destroyed: owners die at exit too
+// One entry per live ImportedPoolMemory.
+PoolHandleList& pool_imports() {
+    static auto* imports = new PoolHandleList();  // never destroyed: owners die at exit too
     return *imports;
 }
 
 }  // namespace
 
 void note_pool_import(CUmemoryPool pool) {
-    PoolImports& imports = pool_imports();
-    const std::lock_guard<std::mutex> lock(imports.mutex);
-    imports.pools.push_back(pool);
+    pool_imports().add(pool);
 }
 
 void forget_pool_import(CUmemoryPool pool) noexcept {
-    PoolImports& imports = pool_imports();
-    const std::lock_guard<std::mutex> lock(imports.mutex);
-    const auto found = std::find(imports.pools.begin(), imports.pools.end(), pool);
-    if (found != imports.pools.end()) imports.pools.erase(found);
+    (void)pool_imports().take(pool);
 }
 
 bool has_pool_imports(CUmemoryPool pool) {
-    PoolImports& imports = pool_imports();
-    const std::lock_guard<std::mutex> lock(imports.mutex);
-    return std::find(imports.pools.begin(), imports.pools.end(), pool) != imports.pools.end();
+    return pool_imports().contains(pool);
 }
 
 }  // namespace detail
