@@ -274,8 +274,8 @@ struct State {
     int numa_nodes = 1;
     // An IMEX channel for fabric handles (FAKECUDA_IMEX, default 1). Without
     // one, cuMemCreate of fabric memory answers NOT_PERMITTED although the
-    // attribute says fabric is supported: what an H200 with driver 580 and
-    // no IMEX service answered.
+    // attribute says fabric is supported, as a real driver answers on a
+    // machine with no IMEX service.
     bool imex_channel = true;
     std::array<Device, kMaxDevices> devices{};
     int peer[kMaxDevices][kMaxDevices] = {};

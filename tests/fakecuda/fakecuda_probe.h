@@ -148,11 +148,12 @@ FAKECUDA_PROBE_API void fakecuda_set_attribute(int device, int attribute, int va
 FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
 /* Whether an IMEX channel exists (overrides FAKECUDA_IMEX, default 1): without
  * one cuMemCreate of fabric memory answers CUDA_ERROR_NOT_PERMITTED while the
- * fabric attribute still reads 1, as on an H200 with driver 580 and no IMEX. */
+ * fabric attribute still reads 1, as a real driver does where IMEX is missing. */
 FAKECUDA_PROBE_API void fakecuda_set_imex_channel(int present);
 /* Non-zero: the machine has the PCIe (BAR1) dma-buf mapping, so
  * cuMemGetHandleForAddressRange takes CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE
- * (no device attribute says so; default 0: CUDA_ERROR_NOT_SUPPORTED, as on an H200). */
+ * (no device attribute says so; default 0: CUDA_ERROR_NOT_SUPPORTED, as on machines
+ * without that mapping). */
 FAKECUDA_PROBE_API void fakecuda_set_dma_buf_pcie(int on);
 
 /* --- streams ----------------------------------------------------------------
