@@ -1,6 +1,7 @@
 // cudyn — StreamOrderedMemory: cuMemAllocAsync / cuMemAllocFromPoolAsync and
 // cuMemFreeAsync, with the checks made before the driver.
 #include "cudyn/pool/stream_ordered_buffer.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
 
 #include "core/internal.hpp"

@@ -13,12 +13,9 @@
 #include "pool/internal.hpp"
 #include "share/internal.hpp"
 
-#include <algorithm>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace cudyn {
 

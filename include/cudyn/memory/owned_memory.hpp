@@ -9,9 +9,6 @@
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/memory/host_span.hpp"
-// Transitional, until the modules that reach the size checks through this
-// header include it themselves.
-#include "cudyn/detail/size_checks.hpp"
 
 #include <cuda.h>
 
