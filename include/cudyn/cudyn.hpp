@@ -55,3 +55,5 @@
 
 #include "cudyn/channel/fd_channel.hpp"
 #include "cudyn/channel/file_descriptor.hpp"
+#include "cudyn/channel/peer_policy.hpp"
+#include "cudyn/channel/socket_path.hpp"

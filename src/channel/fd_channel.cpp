@@ -32,6 +32,7 @@ constexpr detail::Operation kSend{"FdChannel::send"};
 constexpr detail::Operation kReceive{"FdChannel::receive"};
 constexpr detail::Operation kListen{"FdListener::listen"};
 constexpr detail::Operation kAccept{"FdListener::accept"};
+constexpr detail::Operation kPeer{"FdChannel::peer"};
 }  // namespace
 
 #if defined(_WIN32)
@@ -43,13 +44,16 @@ Error unsupported(const detail::Operation& operation) {
 }  // namespace
 
 Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() { return unsupported(kPair); }
-Result<FdChannel> FdChannel::connect(const std::string&, std::chrono::milliseconds) { return unsupported(kConnect); }
+Result<FdChannel> FdChannel::connect(const std::string&, std::chrono::milliseconds, const PeerPolicy&) {
+    return unsupported(kConnect);
+}
 Result<FdChannel> FdChannel::adopt(FileDescriptor) { return unsupported(kAdopt); }
 Result<void> FdChannel::send(std::uint32_t, const void*, std::size_t, int, std::chrono::milliseconds) {
     return unsupported(kSend);
 }
 Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds) { return unsupported(kReceive); }
-Result<FdListener> FdListener::listen(const std::string&) { return unsupported(kListen); }
+Result<PeerCredentials> FdChannel::peer() const { return unsupported(kPeer); }
+Result<FdListener> FdListener::listen(const std::string&, ListenOptions) { return unsupported(kListen); }
 Result<FdChannel> FdListener::accept(std::chrono::milliseconds) { return unsupported(kAccept); }
 
 #else  // POSIX
@@ -273,6 +277,81 @@ Result<FileDescriptor> connect_once(const SocketAddress& address, bool* retry) {
     return socket;
 }
 
+// The kernel's record of the other end of a connected Unix socket.
+Result<PeerCredentials> peer_credentials(int socket) {
+    PeerCredentials peer;
+#if defined(__linux__)
+    ucred record{};
+    socklen_t length = sizeof record;
+    if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &record, &length) != 0)
+        return Error::system("getsockopt", errno, "SO_PEERCRED");
+    if (length != sizeof record) return Error::system("getsockopt", EINVAL, "SO_PEERCRED answered a short record");
+    peer.pid = record.pid;
+    peer.uid = record.uid;
+    peer.gid = record.gid;
+#else
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (::getpeereid(socket, &uid, &gid) != 0) return Error::system("getpeereid", errno, "");
+    peer.uid = static_cast<std::uint32_t>(uid);
+    peer.gid = static_cast<std::uint32_t>(gid);
+#if defined(LOCAL_PEERPID)
+    pid_t pid = -1;
+    socklen_t length = sizeof pid;
+    if (::getsockopt(socket, SOL_LOCAL, LOCAL_PEERPID, &pid, &length) == 0) peer.pid = pid;
+#endif
+#endif
+    return peer;
+}
+
+// ok() when `policy` admits the other end of `socket`. Credentials that
+// cannot be read refuse the peer: it is never admitted unchecked.
+Result<void> admit_peer(int socket, const PeerPolicy& policy, const detail::Operation& operation,
+                        const std::string& side) {
+    auto peer = peer_credentials(socket);
+    if (!peer)
+        return operation.denied("the " + side + "'s credentials could not be read (" + peer.error().describe() +
+                                "): refused, never admitted unchecked");
+    if (auto admitted = policy.check(*peer); !admitted)
+        return operation.denied("refused the " + side + ": " + admitted.error().message);
+    return ok();
+}
+
+// After bind(): the file must be this user's socket, with no access for
+// group or others. Linux created it from the socket's own mode (fchmod
+// before bind); elsewhere it is narrowed here. Either way this runs before
+// listen(), so nobody can connect while the mode is wider.
+Result<void> restrict_socket_file(const std::string& path) {
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) != 0) return kListen.context(Error::system("lstat", errno, path));
+    if (!S_ISSOCK(info.st_mode) || info.st_uid != ::geteuid())
+        return kListen.denied("'" + path + "' was replaced after bind by something that is not this user's socket");
+    if ((info.st_mode & 077) == 0) return ok();
+    if (::chmod(path.c_str(), 0600) != 0) return kListen.context(Error::system("chmod", errno, path));
+    if (::lstat(path.c_str(), &info) != 0) return kListen.context(Error::system("lstat", errno, path));
+    if (!S_ISSOCK(info.st_mode) || (info.st_mode & 077) != 0)
+        return kListen.denied("'" + path + "' could not be made private to this user");
+    return ok();
+}
+
+// What stands at `path` when bind() found it taken: a stale socket of this
+// user (nobody listens) is removed for a new bind; anything else is refused
+// and left alone.
+Result<void> remove_stale_socket(const std::string& path, const SocketAddress& address) {
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) != 0) return kListen.context(Error::system("lstat", errno, path));
+    if (!S_ISSOCK(info.st_mode))
+        return kListen.context(Error::system("bind", EADDRINUSE, "'" + path + "' exists and is not a socket"));
+    if (info.st_uid != ::geteuid())
+        return kListen.denied("'" + path + "' is a socket of uid " + std::to_string(info.st_uid) +
+                              ", not of this user: never replaced");
+    bool retry = false;
+    if (connect_once(address, &retry).has_value())
+        return kListen.context(Error::system("bind", EADDRINUSE, "another process listens at '" + path + "'"));
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return kListen.context(Error::system("unlink", errno, path));
+    return ok();
+}
+
 }  // namespace
 
 Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() {
@@ -297,13 +376,18 @@ Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() {
     return std::make_pair(FdChannel(std::move(first)), FdChannel(std::move(second)));
 }
 
-Result<FdChannel> FdChannel::connect(const std::string& path, std::chrono::milliseconds timeout) {
+Result<FdChannel> FdChannel::connect(const std::string& path, std::chrono::milliseconds timeout,
+                                     const PeerPolicy& listener) {
     CUDYN_TRY_ASSIGN(const SocketAddress address, socket_address(path, kConnect));
     const Deadline deadline(timeout);
     for (;;) {
         bool retry = false;
         auto socket = connect_once(address, &retry);
-        if (socket) return FdChannel(std::move(*socket));
+        if (socket) {
+            // A refused listener loses the connection before anything is sent.
+            CUDYN_TRY(admit_peer(socket->get(), listener, kConnect, "listener at '" + path + "'"));
+            return FdChannel(std::move(*socket));
+        }
         if (!retry) return std::move(socket).error();
         if (deadline.passed())
             return kConnect.context(Error::timeout("nobody listened at '" + path + "' within " +
@@ -328,6 +412,13 @@ Result<FdChannel> FdChannel::adopt(FileDescriptor socket) {
     (void)::setsockopt(socket.get(), SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
 #endif
     return FdChannel(std::move(socket));
+}
+
+Result<PeerCredentials> FdChannel::peer() const {
+    if (!socket_) return kPeer.invalid("the channel is empty or closed");
+    auto credentials = peer_credentials(socket_.get());
+    if (!credentials) return kPeer.context(std::move(credentials).error());
+    return credentials;
 }
 
 Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t size, int fd,
@@ -425,21 +516,27 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
     return message;
 }
 
-Result<FdListener> FdListener::listen(const std::string& path) {
+Result<FdListener> FdListener::listen(const std::string& path, ListenOptions options) {
     CUDYN_TRY_ASSIGN(const SocketAddress address, socket_address(path, kListen));
     CUDYN_TRY_ASSIGN(FileDescriptor socket, stream_socket(kListen));
+#if defined(__linux__)
+    // Linux creates the socket file with the socket's own mode less the
+    // umask: 0600 here, so the file is never wider, whatever the umask.
+    if (!address.abstract) (void)::fchmod(socket.get(), 0600);
+#endif
     const auto* raw = reinterpret_cast<const sockaddr*>(&address.address);
     if (::bind(socket.get(), raw, address.length) != 0) {
         if (errno != EADDRINUSE || address.abstract) return kListen.context(Error::system("bind", errno, path));
-        // A socket file is there: replace it only when nobody listens on it.
-        bool retry = false;
-        if (connect_once(address, &retry).has_value())
-            return kListen.context(Error::system("bind", EADDRINUSE, "another process listens at '" + path + "'"));
-        struct stat info {};
-        if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode))
-            return kListen.context(Error::system("bind", EADDRINUSE, "'" + path + "' exists and is not a socket"));
-        (void)::unlink(path.c_str());
+        CUDYN_TRY(remove_stale_socket(path, address));
         if (::bind(socket.get(), raw, address.length) != 0) return kListen.context(Error::system("bind", errno, path));
+    }
+    if (!address.abstract) {
+        if (auto private_file = restrict_socket_file(path); !private_file) {
+            struct stat info {};
+            if (::lstat(path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode) && info.st_uid == ::geteuid())
+                (void)::unlink(path.c_str());
+            return std::move(private_file).error();
+        }
     }
     if (::listen(socket.get(), 16) != 0) {
         const int error_number = errno;
@@ -447,7 +544,7 @@ Result<FdListener> FdListener::listen(const std::string& path) {
         return kListen.context(Error::system("listen", error_number, path));
     }
     set_nonblocking(socket.get(), true);  // accept() after poll() never blocks
-    return FdListener(std::move(socket), path, !address.abstract);
+    return FdListener(std::move(socket), path, !address.abstract, std::move(options));
 }
 
 Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
@@ -470,6 +567,13 @@ Result<FdChannel> FdListener::accept(std::chrono::milliseconds timeout) {
         if (!connection) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) continue;
             return Error::system("accept", errno, kAccept.name());
+        }
+        // Checked before anything is read or written: a refused peer only
+        // sees the connection close.
+        if (auto admitted = admit_peer(connection.get(), options_.peers, kAccept, "peer"); !admitted) {
+            if (!options_.on_refused) return std::move(admitted).error();
+            options_.on_refused(admitted.error());
+            continue;
         }
         set_nonblocking(connection.get(), false);
         return FdChannel::adopt(std::move(connection));

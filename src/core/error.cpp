@@ -40,6 +40,7 @@ const char* to_string(ErrorCode code) noexcept {
         case ErrorCode::Driver: return "driver";
         case ErrorCode::Io: return "io";
         case ErrorCode::Timeout: return "timeout";
+        case ErrorCode::PermissionDenied: return "permission_denied";
     }
     return "unknown";
 }
@@ -80,6 +81,10 @@ Error Error::system(const char* call, int error_number, std::string message) {
 
 Error Error::timeout(std::string message) {
     return Error{ErrorCode::Timeout, CUDA_SUCCESS, {}, std::move(message)};
+}
+
+Error Error::permission_denied(std::string message) {
+    return Error{ErrorCode::PermissionDenied, CUDA_SUCCESS, {}, std::move(message)};
 }
 
 Error Error::from_driver(CUresult result, std::string entry_point, std::string message) {

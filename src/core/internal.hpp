@@ -26,6 +26,7 @@ public:
     Error invalid(const std::string& what) const;  // InvalidArgument "name: what"
     Error not_supported(std::string entry_point, const std::string& what) const;
     Error io(const std::string& what) const;  // Io "name: what" (no errno: the peer's doing)
+    Error denied(const std::string& what) const;  // PermissionDenied "name: what"
     // `error` with "name: " in front of its message; code, entry point and
     // CUresult kept.
     Error context(Error error) const;

@@ -24,6 +24,8 @@ Error Operation::io(const std::string& what) const {
     return error;
 }
 
+Error Operation::denied(const std::string& what) const { return Error::permission_denied(prefixed(name_, what)); }
+
 Error Operation::context(Error error) const {
     error.message = error.message.empty() ? std::string(name_) : prefixed(name_, error.message);
     return error;

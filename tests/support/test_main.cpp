@@ -3,6 +3,7 @@
 //   CUDYN_TEST_REQUIRE_FILE=path  skip unless that file exists (the toolkit stub)
 //   CUDYN_TEST_REQUIRE_GPU=1      skip unless the driver is loaded and has a device
 //   CUDYN_TEST_REQUIRE_DEVICES=N  skip unless the driver is loaded and has at least N devices
+//   CUDYN_TEST_REQUIRE_ROOT=1     skip unless running as root (tests that change uid)
 // `--cudyn-test-child ROLE ...` runs a child role instead (child_process.hpp).
 #define CUDYN_TEST_MAIN
 #include "catch.hpp"
@@ -15,6 +16,9 @@
 #include <cstdlib>
 #include <string>
 #include <sys/stat.h>
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
 
 namespace {
 
@@ -38,6 +42,11 @@ std::string skip_reason() {
             return "needs " + std::to_string(devices) + " devices; the driver reports " +
                    std::to_string(count ? *count : 0);
     }
+#if !defined(_WIN32)
+    if (const char* root = std::getenv("CUDYN_TEST_REQUIRE_ROOT"); root != nullptr && std::string(root) == "1") {
+        if (::geteuid() != 0) return "needs root, to start children that run as another user";
+    }
+#endif
     return {};
 }
 

@@ -4,18 +4,25 @@
 // mid-message gives Io, never a hang or a SIGPIPE. FdListener accepts
 // channels at a path ('@name': a Linux abstract socket name).
 //
+// Whoever is at the other end of a channel receives what is sent, and a
+// descriptor of GPU memory lets its receiver map that memory: both ends of a
+// named channel check the other's credentials (peer_policy.hpp) before
+// anything is sent or received, by default admitting only this user.
+//
 // A component of its own: it knows nothing of the driver or the memory
 // modules (descriptor_transfer.hpp and allocation_sharing.hpp send sharing
 // records over it). POSIX only: on Windows every call is NotSupported.
 #pragma once
 
 #include "cudyn/channel/file_descriptor.hpp"
+#include "cudyn/channel/peer_policy.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,11 +46,17 @@ public:
     // child, or posix_spawn_file_actions_adddup2).
     static Result<std::pair<FdChannel, FdChannel>> pair();
     // Connects to a listening FdListener at `path`, retrying while nobody
-    // listens there yet; Timeout when nobody did within `timeout`.
+    // listens there yet; Timeout when nobody did within `timeout`. Before it
+    // returns, the listening process must pass `listener` (default: this
+    // user; require_pid() to insist on one process): otherwise
+    // PermissionDenied, the connection closed, nothing sent.
     static Result<FdChannel> connect(const std::string& path,
-                                     std::chrono::milliseconds timeout = kDefaultChannelTimeout);
+                                     std::chrono::milliseconds timeout = kDefaultChannelTimeout,
+                                     const PeerPolicy& listener = PeerPolicy());
     // Adopts a connected stream socket (e.g. the end a child inherited).
-    // InvalidArgument when `socket` is not a Unix stream socket.
+    // InvalidArgument when `socket` is not a Unix stream socket. No
+    // credential check: the caller knows where the socket came from (check
+    // peer() against a policy where it does not).
     static Result<FdChannel> adopt(FileDescriptor socket);
 
     FdChannel() noexcept = default;  // empty
@@ -64,6 +77,10 @@ public:
     Result<ChannelMessage> receive(std::uint32_t expected_tag,
                                    std::chrono::milliseconds timeout = kDefaultChannelTimeout);
 
+    // The kernel's record of the other end (its pid, uid and gid when it
+    // connected or listened). Io when the system cannot tell.
+    Result<PeerCredentials> peer() const;
+
     const FileDescriptor& socket() const noexcept { return socket_; }
     bool empty() const noexcept { return !socket_.valid(); }
     // Closes the socket now; the peer's next receive gives Io.
@@ -74,19 +91,35 @@ private:
     FileDescriptor socket_;
 };
 
+// Who may connect to an FdListener, and what it does with those who may not.
+struct ListenOptions {
+    PeerPolicy peers;  // default: processes of this user only
+    // Called with the refusal of each peer the policy refused; with it,
+    // accept() goes on waiting for an admitted peer. Without it, accept()
+    // returns the refusal (PermissionDenied) and the listener stays usable.
+    std::function<void(const Error&)> on_refused;
+};
+
 // A listening Unix socket at a path (or an '@' abstract name): accept()
-// gives one FdChannel per connecting process. A filesystem socket it bound is
-// unlinked when the listener goes; a stale one left by a dead listener is
-// replaced.
+// gives one FdChannel per admitted connecting process. The socket file is
+// created with mode 0600 whatever the umask, before the socket listens; an
+// existing path is replaced only when it is a stale socket of this user
+// (nobody listens), never followed. The file is unlinked when the listener
+// goes. An abstract name has no file and no mode: the credential check is
+// its only protection. private_socket_path() (socket_path.hpp) gives a
+// path in a directory only this user can enter.
 class FdListener {
 public:
-    static Result<FdListener> listen(const std::string& path);
+    static Result<FdListener> listen(const std::string& path, ListenOptions options = {});
 
     FdListener() noexcept = default;  // empty; move-only, closed (and its socket file removed) on destruction
 
-    // Timeout when no process connected within `timeout`.
+    // The next admitted connection. A refused peer is disconnected before
+    // anything is read or written (see ListenOptions::on_refused). Timeout
+    // when no admitted process connected within `timeout`.
     Result<FdChannel> accept(std::chrono::milliseconds timeout = kDefaultChannelTimeout);
     const std::string& path() const noexcept { return held_->path; }
+    const PeerPolicy& peers() const noexcept { return options_.peers; }
 
 private:
     struct Held {
@@ -99,9 +132,10 @@ private:
         // for a retry (FileDescriptor::close never retries).
         Result<void> release();
     };
-    FdListener(FileDescriptor socket, std::string path, bool unlink_on_close) noexcept
-        : held_(Held{std::move(socket), std::move(path), unlink_on_close}) {}
+    FdListener(FileDescriptor socket, std::string path, bool unlink_on_close, ListenOptions options) noexcept
+        : held_(Held{std::move(socket), std::move(path), unlink_on_close}), options_(std::move(options)) {}
     detail::UniqueHandle<Held> held_;
+    ListenOptions options_;
 };
 
 }  // namespace cudyn

@@ -20,6 +20,7 @@ enum class ErrorCode {
     Driver,            // any other CUresult
     Io,                // a system call failed, or the peer of a channel closed it mid-exchange
     Timeout,           // a bounded wait (a channel's poll) expired
+    PermissionDenied,  // a channel's peer failed the credential check, or a socket path is another user's
 };
 
 // A stable lower-case name for an ErrorCode ("not_supported", ...).
@@ -47,6 +48,7 @@ struct Error {
     // Io naming the system call and errno: "sendmsg: Broken pipe (32): <message>".
     static Error system(const char* call, int error_number, std::string message);
     static Error timeout(std::string message);
+    static Error permission_denied(std::string message);
     // Maps a failing CUresult to the matching ErrorCode (stub -> StubDriver,
     // CUDA_ERROR_NOT_SUPPORTED -> NotSupported, out of memory -> OutOfMemory, ...).
     static Error from_driver(CUresult result, std::string entry_point, std::string message = {});

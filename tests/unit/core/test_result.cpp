@@ -210,4 +210,7 @@ TEST_CASE("ErrorCode names are stable", "[unit][error]") {
     CHECK(std::string(cudyn::to_string(cudyn::ErrorCode::StubDriver)) == "stub_driver");
     CHECK(std::string(cudyn::to_string(cudyn::ErrorCode::DriverInitFailed)) == "driver_init_failed");
     CHECK(std::string(cudyn::to_string(cudyn::ErrorCode::InvalidArgument)) == "invalid_argument");
+    CHECK(std::string(cudyn::to_string(cudyn::ErrorCode::PermissionDenied)) == "permission_denied");
+    CHECK(cudyn::Error::permission_denied("uid 65534 is not admitted").describe() ==
+          "permission_denied: uid 65534 is not admitted");
 }
