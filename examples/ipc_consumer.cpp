@@ -1,7 +1,7 @@
 // ipc_consumer — reads the GPU memory an ipc_producer shares, after waiting
 // (on the GPU) for the producer's interprocess event. See ipc_producer.cpp.
 //
-//   ./build/examples/ipc_consumer /tmp/cudyn-ipc.sock [--device N]
+//   ./build/examples/ipc_consumer cudyn-ipc [--device N]
 //
 // --device picks this process's GPU: another one than the producer's maps the
 // memory over the peer path (NVLink / PCIe).
@@ -72,7 +72,9 @@ int run(const std::string& socket, int device_ordinal) {
     if (!device) return fail("device", device.error());
     auto context = cudyn::PrimaryContext::activate(*device);
     if (!context) return fail("context", context.error());
-    auto channel = cudyn::FdChannel::connect(socket, kWaitForPeer);
+    auto location = socket_location(socket);
+    if (!location) return fail("socket", location.error());
+    auto channel = cudyn::FdChannel::connect(*location, kWaitForPeer);
     if (!channel) return fail("connect", channel.error());
 
     auto event_message = channel->receive(kEventTag, kWaitForPeer);
@@ -131,7 +133,7 @@ int main(int argc, char** argv) {
         }
     }
     if (socket.empty()) {
-        std::fprintf(stderr, "usage: %s SOCKET_PATH [--device N]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s SOCKET_NAME_OR_PATH [--device N]\n", argv[0]);
         return 2;
     }
     return run(socket, device);

@@ -1,11 +1,14 @@
 // What ipc_producer and ipc_consumer agree on: message tags, the value the
-// producer writes, how long they wait for each other.
+// producer writes, how long they wait for each other, where the socket is.
 #pragma once
 
 #include "example_support.hpp"  // fail()
 
+#include <cudyn/channel/socket_path.hpp>
+
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace cudyn_example {
 
@@ -21,5 +24,13 @@ enum : std::uint32_t {
 
 inline constexpr std::uint32_t kExampleValue = 0xCAFE0001u;
 inline constexpr std::chrono::seconds kWaitForPeer{120};  // to start the other program
+
+// A bare name ("cudyn-ipc") is a socket in this user's private directory,
+// where no other user can reach or race for it; a path or an '@' abstract
+// name is taken as given (both ends still admit only this user).
+inline cudyn::Result<std::string> socket_location(const std::string& name_or_path) {
+    if (name_or_path.find('/') != std::string::npos || name_or_path[0] == '@') return name_or_path;
+    return cudyn::private_socket_path(name_or_path);
+}
 
 }  // namespace cudyn_example

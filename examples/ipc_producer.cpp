@@ -1,11 +1,14 @@
 // ipc_producer — shares GPU memory with another process and tells it, through
 // an interprocess event, when its work is done. Run with ipc_consumer:
 //
-//   shell 1:  ./build/examples/ipc_producer /tmp/cudyn-ipc.sock          # legacy IPC handle
-//             ./build/examples/ipc_producer /tmp/cudyn-ipc.sock --fd     # VMM memory, POSIX descriptor
-//   shell 2:  ./build/examples/ipc_consumer /tmp/cudyn-ipc.sock
+//   shell 1:  ./build/examples/ipc_producer cudyn-ipc          # legacy IPC handle
+//             ./build/examples/ipc_producer cudyn-ipc --fd     # VMM memory, POSIX descriptor
+//   shell 2:  ./build/examples/ipc_consumer cudyn-ipc
 //
 // Options: --device N (default 0), --words N (default 4 Mi 32-bit words).
+// A bare name is a socket in this user's private directory
+// (cudyn::private_socket_path); a path or '@name' is used as given. Either
+// way both programs admit only a peer running as the same user.
 // The producer listens on the named Unix socket, sends the consumer an event
 // and the memory (an IpcMemoryDescriptor, or the descriptor of a PhysicalMemory
 // over SCM_RIGHTS), fills the memory on a stream, records the event and says
@@ -104,10 +107,12 @@ int run(const Options& options) {
     auto event_descriptor = cudyn::export_ipc_event(*event);
     if (!event_descriptor) return fail("event handle", event_descriptor.error());
 
-    auto listener = cudyn::FdListener::listen(options.socket);
+    auto location = socket_location(options.socket);
+    if (!location) return fail("socket", location.error());
+    auto listener = cudyn::FdListener::listen(*location);
     if (!listener) return fail("listen", listener.error());
     std::printf("producer: %zu words on device %d shared as %s; waiting for a consumer on %s\n", shared->words.size(),
-                options.device, options.posix_fd ? "a POSIX descriptor" : "a legacy IPC handle", options.socket.c_str());
+                options.device, options.posix_fd ? "a POSIX descriptor" : "a legacy IPC handle", location->c_str());
     auto channel = listener->accept(kWaitForPeer);
     if (!channel) return fail("accept", channel.error());
 
@@ -147,7 +152,7 @@ int run(const Options& options) {
 int main(int argc, char** argv) {
     Options options;
     if (!parse(argc, argv, options)) {
-        std::fprintf(stderr, "usage: %s SOCKET_PATH [--fd] [--device N] [--words N]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s SOCKET_NAME_OR_PATH [--fd] [--device N] [--words N]\n", argv[0]);
         return 2;
     }
     return run(options);

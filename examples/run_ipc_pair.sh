@@ -1,14 +1,15 @@
 #!/bin/sh
 # Runs ipc_producer and ipc_consumer the way a reader would in two shells:
 #   run_ipc_pair.sh PRODUCER CONSUMER [producer options...]
-# The socket is ${TMPDIR:-/tmp}/cudyn-example-<this shell's pid>.sock, so that
-# runs in parallel (two build folders) never meet. Exits 0 when both programs
+# The socket is the name cudyn-example-<this shell's pid>, in this user's
+# private socket directory, so that runs in parallel (two build folders)
+# never meet. Exits 0 when both programs
 # did. Bounded: the producer is killed after 30 s.
 set -u
 producer=$1
 consumer=$2
 shift 2
-socket="${TMPDIR:-/tmp}/cudyn-example-$$.sock"
+socket="cudyn-example-$$"
 
 "$producer" "$socket" --words 65536 "$@" &
 producer_pid=$!
