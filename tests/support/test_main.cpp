@@ -3,7 +3,7 @@
 //   CUDYN_TEST_REQUIRE_FILE=path  skip unless that file exists (the toolkit stub)
 //   CUDYN_TEST_REQUIRE_GPU=1      skip unless the driver is loaded and has a device
 //   CUDYN_TEST_REQUIRE_DEVICES=N  skip unless the driver is loaded and has at least N devices
-//   CUDYN_TEST_REQUIRE_ROOT=1     skip unless running as root (tests that change uid)
+//   CUDYN_TEST_REQUIRE_UID_CHANGE=1  skip unless a child can switch to uid 65534 (root with CAP_SETUID)
 // `--cudyn-test-child ROLE ...` runs a child role instead (child_process.hpp).
 #define CUDYN_TEST_MAIN
 #include "catch.hpp"
@@ -17,12 +17,28 @@
 #include <string>
 #include <sys/stat.h>
 #if !defined(_WIN32)
+#include <grp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #endif
 
 namespace {
 
 constexpr int kSkipExitCode = 77;
+
+#if !defined(_WIN32)
+// Whether a child can become uid/gid 65534, tried in a forked child (main has
+// started no thread yet, so fork is safe here).
+bool can_switch_to_nobody() {
+    if (::geteuid() != 0) return false;
+    const pid_t child = ::fork();
+    if (child < 0) return false;
+    if (child == 0)
+        _exit(::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0 ? 0 : 1);
+    int status = 0;
+    return ::waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+#endif
 
 std::string skip_reason() {
     if (const char* path = std::getenv("CUDYN_TEST_REQUIRE_FILE"); path != nullptr && *path != '\0') {
@@ -43,8 +59,8 @@ std::string skip_reason() {
                    std::to_string(count ? *count : 0);
     }
 #if !defined(_WIN32)
-    if (const char* root = std::getenv("CUDYN_TEST_REQUIRE_ROOT"); root != nullptr && std::string(root) == "1") {
-        if (::geteuid() != 0) return "needs root, to start children that run as another user";
+    if (const char* change = std::getenv("CUDYN_TEST_REQUIRE_UID_CHANGE"); change != nullptr && std::string(change) == "1") {
+        if (!can_switch_to_nobody()) return "cannot start a child as another user here (needs root with CAP_SETUID)";
     }
 #endif
     return {};

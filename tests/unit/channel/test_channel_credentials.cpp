@@ -2,8 +2,8 @@
 // credential check on both ends of a named channel, the socket file's mode
 // and what an existing path may be, and the refusal when the credentials
 // cannot be read. [channel] runs as any user; [channel-other-user] starts
-// children that drop to uid/gid 65534 ('nobody') and needs root (its Meson
-// test skips, exit 77, elsewhere).
+// children that drop to uid/gid 65534 ('nobody') and needs root with
+// CAP_SETUID (its Meson test skips, exit 77, elsewhere).
 #include "support/catch.hpp"
 #include "support/child_process.hpp"
 
@@ -436,7 +436,7 @@ FileDescriptor secret_file(const ScratchDirectory& directory) {
 
 TEST_CASE("another user is refused on a path socket and on an abstract name, and receives nothing",
           "[channel-other-user]") {
-    REQUIRE(::geteuid() == 0);  // the Meson test skips (77) unless root
+    REQUIRE(::geteuid() == 0);  // the Meson test skips (77) where no child can change uid
     ScratchDirectory directory(0755);  // 'nobody' may enter: only the socket's own checks stand in its way
     const FileDescriptor secret = secret_file(directory);
     const long descriptors = open_descriptors();
