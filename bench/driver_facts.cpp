@@ -1,8 +1,9 @@
 // cudyn-driver-facts — what the real driver does about work still running:
 // when each no-stream call returns against when its work is done, which
 // releases wait for a kernel using the memory, what the legacy stream waits
-// for. cudyn's synchronous calls and teardown rest on these facts and the fake
-// driver models them. Every scenario runs in a process of its own (a race may
+// for, when a copy batch returns against the stream work before it. cudyn's
+// synchronous calls and teardown rest on these facts and the fake driver
+// models them. Every scenario runs in a process of its own (a race may
 // lose the context) and prints "fact ..." lines; `cudyn-driver-facts NAME`
 // runs one in this process.
 #include "cudyn/cudyn.hpp"
@@ -385,6 +386,139 @@ int scenario_costs() {
     return 0;
 }
 
+// ---- when a copy batch returns, against the stream work before it ---------------------
+
+// A batch of one copy, issued on a non-blocking stream behind a kernel that
+// writes the batch's device side after kDelayNs: does the call wait for that
+// work, and are the bytes there when it returns? For a host source the
+// source is overwritten right after the return: the device then ends with
+// the first bytes if the source was read (staged) before the call returned,
+// with the second if it was read in stream order. For a host destination
+// the destination is read right after the return (before any synchronize).
+constexpr std::uint32_t kInitial = 0x11111111u;      // the device side before the kernel
+constexpr std::uint32_t kKernel = 0x22222222u;       // what the kernel writes
+constexpr std::uint32_t kSource = 0x33333333u;       // a host source at the call
+constexpr std::uint32_t kOverwritten = 0x44444444u;  // a host source right after the return
+constexpr std::uint32_t kStale = 0x55555555u;        // a host destination before the copy
+
+const char* word_name(std::uint32_t word) {
+    switch (word) {
+        case kInitial: return "initial";
+        case kKernel: return "kernel";
+        case kSource: return "source-at-call";
+        case kOverwritten: return "source-after-return";
+        case kStale: return "stale";
+        default: return "other";
+    }
+}
+
+const char* order_name(CUmemcpySrcAccessOrder order) {
+    switch (order) {
+        case CU_MEMCPY_SRC_ACCESS_ORDER_STREAM: return "stream";
+        case CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL: return "during-call";
+        case CU_MEMCPY_SRC_ACCESS_ORDER_ANY: return "any";
+        default: return "?";
+    }
+}
+
+CUresult batch_one(bool abi13, CUdeviceptr destination, CUdeviceptr source, std::size_t bytes,
+                   CUmemcpySrcAccessOrder order, CUstream stream) {
+    CUmemcpyAttributes attributes{};
+    attributes.srcAccessOrder = order;
+    std::size_t first = 0;
+    std::size_t failed = SIZE_MAX;
+    if (abi13)
+        return cu().cuMemcpyBatchAsync_v13000(&destination, &source, &bytes, 1, &attributes, &first, 1, stream);
+    return cu().cuMemcpyBatchAsync_v12080(&destination, &source, &bytes, 1, &attributes, &first, 1, &failed, stream);
+}
+
+std::uint32_t device_word(CUdeviceptr address) {
+    std::uint32_t word = 0;
+    // The legacy stream does not wait for the non-blocking one: this reads
+    // the device as it is now.
+    must(cudyn::call_driver(&DriverTable::cuMemcpyDtoH_v3020, &word, address, sizeof word), "peek");
+    return word;
+}
+
+void fill_words(void* host, std::size_t bytes, std::uint32_t word) {
+    auto* words = static_cast<std::uint32_t*>(host);
+    for (std::size_t i = 0; i < bytes / 4; ++i) words[i] = word;
+}
+
+enum class HostKind { Pageable, Pinned };
+
+void batch_case(Session& s, bool abi13, bool to_device, HostKind kind, std::size_t bytes,
+                CUmemcpySrcAccessOrder order) {
+    const std::size_t words = bytes / 4;
+    CUdeviceptr device = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &device, bytes), "cuMemAlloc");
+    std::vector<std::uint32_t> pageable;
+    void* host = nullptr;
+    if (kind == HostKind::Pinned) {
+        must(cudyn::call_driver(&DriverTable::cuMemHostAlloc_v2020, &host, bytes, 0u), "cuMemHostAlloc");
+    } else {
+        pageable.resize(words);
+        host = pageable.data();
+    }
+    const auto host_address = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(host));
+    const char* name = to_device ? (kind == HostKind::Pinned ? "pinned->device" : "pageable->device")
+                                 : (kind == HostKind::Pinned ? "device->pinned" : "device->pageable");
+    for (int round = 0; round < 3; ++round) {
+        must(cudyn::call_driver(&DriverTable::cuMemsetD32_v3020, device, kInitial, words), "memset");
+        must(cudyn::call_driver(&DriverTable::cuCtxSynchronize_v2000), "sync");
+        fill_words(host, bytes, to_device ? kSource : kStale);
+        must(s.kernels.delayed_fill_u32(device, words, kKernel, kDelayNs, s.stream), "delayed fill");
+        const auto start = Clock::now();
+        const CUresult rc = to_device ? batch_one(abi13, device, host_address, bytes, order, s.stream)
+                                      : batch_one(abi13, host_address, device, bytes, order, s.stream);
+        const double returned = us_since(start);
+        std::uint32_t first = 0, last = 0;
+        if (to_device) {
+            fill_words(host, bytes, kOverwritten);
+            first = device_word(device);
+            last = device_word(device + bytes - 4);
+        } else {
+            first = static_cast<const std::uint32_t*>(host)[0];
+            last = static_cast<const std::uint32_t*>(host)[words - 1];
+        }
+        const CUresult synced = cu().cuStreamSynchronize_v2000(s.stream);
+        const double done = us_since(start);
+        const std::uint32_t final_first = to_device ? device_word(device) : static_cast<const std::uint32_t*>(host)[0];
+        const std::uint32_t final_last =
+            to_device ? device_word(device + bytes - 4) : static_cast<const std::uint32_t*>(host)[words - 1];
+        std::printf(
+            "fact batch %-17s abi=%s order=%-11s bytes=%zu round=%d return_us=%.1f kernel_us=%.0f done_us=%.1f "
+            "at_return=%s/%s final=%s/%s rc=%s sync=%s\n",
+            name, abi13 ? "13.0" : "12.8", order_name(order), bytes, round, returned, kDelayNs / 1000.0, done,
+            word_name(first), word_name(last), word_name(final_first), word_name(final_last), result_name(rc),
+            result_name(synced));
+    }
+    if (kind == HostKind::Pinned) (void)cu().cuMemFreeHost_v2000(host);
+    (void)cu().cuMemFree_v3020(device);
+}
+
+int scenario_batch_timing() {
+    if (cu().cuMemcpyBatchAsync_v13000 == nullptr || cu().cuMemcpyBatchAsync_v12080 == nullptr) {
+        std::printf("fact skipped batch-timing: the driver has no cuMemcpyBatchAsync\n");
+        return 0;
+    }
+    Session s = open_session();
+    constexpr std::size_t kSmall = 4096;
+    constexpr std::size_t kLarge = std::size_t{64} << 20;
+    for (const std::size_t bytes : {kSmall, kLarge}) {
+        for (const HostKind kind : {HostKind::Pageable, HostKind::Pinned}) {
+            for (const auto order : {CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL,
+                                     CU_MEMCPY_SRC_ACCESS_ORDER_ANY})
+                batch_case(s, true, true, kind, bytes, order);
+            batch_case(s, true, false, kind, bytes, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM);
+        }
+    }
+    // The 12.8 ABI on the pageable cases, to see that it returns at the same point.
+    batch_case(s, false, true, HostKind::Pageable, kSmall, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM);
+    batch_case(s, false, false, HostKind::Pageable, kSmall, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM);
+    return 0;
+}
+
 // ---- the driver ------------------------------------------------------------------------
 
 struct Scenario {
@@ -404,6 +538,7 @@ const Scenario kScenarios[] = {
     {"stream-destroy", scenario_stream_destroy},
     {"primary-release", scenario_primary_release},
     {"ipc-close", scenario_ipc_close},
+    {"batch-timing", scenario_batch_timing},
 };
 
 int run_self(const std::vector<std::string>& arguments, int timeout_s) {

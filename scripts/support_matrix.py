@@ -142,6 +142,23 @@ def share_any_cell(d):
     return ", ".join(kinds) + " memory"
 
 
+def fabric_cell(d):
+    # The attribute alone says what the device offers; cudyn-info's
+    # fabric_export trial (a real export of fabric memory) says whether it
+    # ran on the machine the report comes from: no IMEX channel there, and
+    # the driver refuses it whatever the attribute says.
+    if not (d.has("cuMemExportToShareableHandle", 10020) and d.cap("fabric_handles")):
+        return "NotSupported"
+    if d.fingerprint is None or "fabric_export" not in d.fingerprint["trials"]:
+        return "attribute says yes; export not tried (%s)" % NOT_IN_REPORT
+    outcome = d.fingerprint["trials"]["fabric_export"]["outcome"]
+    if outcome == "works":
+        return "yes (an export ran here)"
+    if outcome == "refused":
+        return "attribute says yes; export refused here (no IMEX channel)"
+    return "attribute says yes; export trial %s" % outcome
+
+
 def trials_cell(d):
     # cudyn-info's trials on device 0: how many the driver really did.
     if d.fingerprint is None:
@@ -167,8 +184,7 @@ ROWS = [
      feature(lambda d: yes_if(d.has("cuMemCreate", 10020) and d.cap("virtual_memory_management")))),
     ("POSIX-fd shareable handles",
      feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("posix_fd_handles")))),
-    ("fabric handles (also need an IMEX channel)",
-     feature(lambda d: yes_if(d.has("cuMemExportToShareableHandle", 10020) and d.cap("fabric_handles")))),
+    ("fabric handles: the attribute, and whether `cudyn-info`'s trial export ran", feature(fabric_cell)),
     ("host memory in VMM (`AllocationProperties::host()` / `host_numa(n)`)",
      feature(lambda d: host_vmm_cell(d))),
     ("dma-buf export (`export_dma_buf`)",

@@ -378,11 +378,13 @@ std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEv
          }},
         {"export_memory_fabric",
          [fabric_shareable](Trial& t) {
+             const ScopedImexChannel imex;  // modelled: no machine measured had one
              auto memory = take(cudyn::PhysicalMemory::create(fabric_shareable, kChunk));
              t.operation([&] { return cudyn::export_memory_fabric(memory); });
          }},
         {"import_memory_fabric",
          [fabric_shareable](Trial& t) {
+             const ScopedImexChannel imex;  // modelled: no machine measured had one
              auto memory = take(cudyn::PhysicalMemory::create(fabric_shareable, kChunk));
              auto descriptor = take(cudyn::export_memory_fabric(memory));
              t.operation([&] { return cudyn::import_memory_fabric(descriptor); });
@@ -395,6 +397,7 @@ std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEv
          }},
         {"probe_fabric_support",
          [](Trial& t) {
+             const ScopedImexChannel imex;  // modelled: every step of the trial export
              const auto device = take(cudyn::Device::get(0));
              t.operation([&] { return cudyn::probe_fabric_support(device); });
          }},
@@ -587,7 +590,8 @@ const cudyn_test::ChildRole sweep_sharer("fault-sweep-sharer", sweep_sharer_role
 
 }  // namespace
 
-TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn", "[emulated][fault-sweep]") {
+TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn (fabric ones modelled)",
+          "[emulated][fault-sweep][modelled]") {
     auto context = activate(0);
     ParentSide side = start_child("fault-sweep-exporter");
     const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));

@@ -59,6 +59,9 @@ struct CUmemPoolHandle_st {
     bool imported = false;
     bool destroyed = false;  // cuMemPoolDestroy returned; resources wait for outstanding blocks
     bool exported = false;   // cuMemPoolExportToShareableHandle succeeded once: its pointers may export
+    // Its fabric export was refused (no IMEX channel): the real driver then
+    // crashed in cuMemPoolDestroy, so the fake aborts there (pool_destroy).
+    bool fabric_export_refused = false;
     int follow_events = 1;
     int opportunistic = 1;
     int internal_dependencies = 1;

@@ -272,11 +272,13 @@ struct State {
     int driver_version = FAKECUDA_DRIVER_VERSION;
     int device_count = 1;
     int numa_nodes = 1;
-    // An IMEX channel for fabric handles (FAKECUDA_IMEX, default 1). Without
-    // one, cuMemCreate of fabric memory answers NOT_PERMITTED although the
+    // An IMEX channel for fabric handles (FAKECUDA_IMEX, default 0: no real
+    // machine measured had one). Without one, cuMemCreate of fabric memory
+    // and the export of a fabric pool answer NOT_PERMITTED although the
     // attribute says fabric is supported, as a real driver answers on a
-    // machine with no IMEX service.
-    bool imex_channel = true;
+    // machine with no IMEX service. With one, fabric handles work as the
+    // fake invents them: modelled, never seen on a real machine.
+    bool imex_channel = false;
     std::array<Device, kMaxDevices> devices{};
     int peer[kMaxDevices][kMaxDevices] = {};
 

@@ -350,8 +350,16 @@ CUresult import_pointer(State& st, Pool* pool, const CUmemPoolPtrExportData& dat
 FAKE_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool,
                                                            CUmemAllocationHandleType handleType,
                                                            unsigned long long flags) {
-    FAKE_ENTER(fake::kNeedsInit);
+    ::fake::Call fake_call_(__func__, fake::kNeedsInit);
     const auto type = static_cast<unsigned>(fake::raw(handleType));
+    if (fake_call_.done()) {
+        // An injected NOT_PERMITTED of a fabric export is a refusal like the
+        // modelled one: it leaves the pool in the state the driver crashed in.
+        if (fake_call_.rc() == CUDA_ERROR_NOT_PERMITTED && type == CU_MEM_HANDLE_TYPE_FABRIC && live_pool(pool) &&
+            !pool->imported && (pool->handle_types & type) != 0)
+            pool->fabric_export_refused = true;
+        return fake_call_.rc();
+    }
     if (!handle_out || flags != 0 || !live_pool(pool) || pool->imported) return CUDA_ERROR_INVALID_VALUE;
     // Only a handle type the pool was created with.
     if (type == 0 || (type & (type - 1)) != 0 || (pool->handle_types & type) == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -359,8 +367,12 @@ FAKE_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void* handle_out, CUm
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && type != CU_MEM_HANDLE_TYPE_FABRIC)
         return CUDA_ERROR_NOT_SUPPORTED;
     // A fabric pool is created without an IMEX channel (as on the H200); its
-    // export is where the channel is needed.
-    if (type == CU_MEM_HANDLE_TYPE_FABRIC && !fake::state().imex_channel) return CUDA_ERROR_NOT_PERMITTED;
+    // export is where the channel is needed, and the refusal leaves the pool
+    // undestroyable (cuMemPoolDestroy then crashed driver 580).
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC && !fake::state().imex_channel) {
+        pool->fabric_export_refused = true;
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
     const CUresult rc = export_pool(pool, handle_out, type);
     if (rc == CUDA_SUCCESS) pool->exported = true;
     return rc;

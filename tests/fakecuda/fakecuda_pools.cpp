@@ -12,6 +12,8 @@
 #endif
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -309,6 +311,16 @@ CUresult pool_destroy(CUmemoryPool pool) {
     State& st = fake::state();
     sweep(st);
     if (!live_pool(pool) || pool->is_default) return CUDA_ERROR_INVALID_VALUE;
+    if (pool->fabric_export_refused) {
+        // Driver 580 died with SIGSEGV here (a pool whose fabric export it had
+        // refused for want of an IMEX channel): a caller must never get here,
+        // and the fake makes the mistake as loud as the driver did.
+        std::fprintf(stderr,
+                     "fakecuda: cuMemPoolDestroy of a pool whose fabric export was refused (NOT_PERMITTED): the "
+                     "real driver crashed here; aborting\n");
+        std::fflush(stderr);
+        std::abort();
+    }
     pool->destroyed = true;
     // The default pool is current again where this one was.
     for (auto it = pools().current.begin(); it != pools().current.end();)

@@ -146,9 +146,11 @@ FAKECUDA_PROBE_API void fakecuda_set_fail(const char* spec);
 FAKECUDA_PROBE_API void fakecuda_set_attribute(int device, int attribute, int value);
 /* What cuDeviceCanAccessPeer(a, b) answers (default 1 for a != b). */
 FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
-/* Whether an IMEX channel exists (overrides FAKECUDA_IMEX, default 1): without
- * one cuMemCreate of fabric memory answers CUDA_ERROR_NOT_PERMITTED while the
- * fabric attribute still reads 1, as a real driver does where IMEX is missing. */
+/* Whether an IMEX channel exists (overrides FAKECUDA_IMEX, default 0): without
+ * one cuMemCreate of fabric memory and a fabric pool's export answer
+ * CUDA_ERROR_NOT_PERMITTED while the fabric attribute still reads 1, as a real
+ * driver does where IMEX is missing. With one, fabric handles succeed as the
+ * fake models them (no real machine has shown it). */
 FAKECUDA_PROBE_API void fakecuda_set_imex_channel(int present);
 /* Non-zero: the machine has the PCIe (BAR1) dma-buf mapping, so
  * cuMemGetHandleForAddressRange takes CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE

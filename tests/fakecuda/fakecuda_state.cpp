@@ -636,7 +636,7 @@ __attribute__((constructor)) void fakecuda_load() {
     ++st.init_count;
     st.device_count = fake::env_int("FAKECUDA_DEVICES", 1, 0, fake::kMaxDevices);
     st.numa_nodes = fake::env_int("FAKECUDA_NUMA_NODES", 1, 1, 64);
-    st.imex_channel = fake::env_int("FAKECUDA_IMEX", 1, 0, 1) != 0;
+    st.imex_channel = fake::env_int("FAKECUDA_IMEX", 0, 0, 1) != 0;
     st.driver_version = fake::env_int("FAKECUDA_DRIVER_VERSION", FAKECUDA_DRIVER_VERSION, 1000, 99990);
     st.stream_delay_us = static_cast<unsigned>(fake::env_int("FAKECUDA_STREAM_DELAY_US", 0, 0, 10'000'000));
     if (const char* a = std::getenv("FAKECUDA_ATTR")) fake::apply_attribute_overrides(st, a);

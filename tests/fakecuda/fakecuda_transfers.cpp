@@ -299,12 +299,17 @@ CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, st
 // Within a batch the driver gives no order: the fake runs the copies last to
 // first, so a caller relying on the order it listed them in is caught. The
 // destination is written in stream order whatever the source order says;
-// the source is read when the work runs (STREAM, ANY), or at the call
+// the source is read when the work runs (STREAM, ANY; but see pageable
+// sources below), or at the call
 // (DURING_API_CALL: the caller may reuse it once the call returns). Untracked
 // addresses are pageable host memory, as with cuMemcpyAsync (the real driver
-// took an unmapped 0x1000 for host memory and crashed); a batch touching
-// pageable memory returns once its work is done (cuMemcpyAsync's rule for a
-// pageable destination, applied to both sides: safe for any caller).
+// took an unmapped 0x1000 for host memory and crashed). When the call
+// returns follows cuda.h's rule for asynchronous copies (\note_async), as
+// cuMemcpyAsync does here: a batch with a pageable destination returns once
+// its work is done; otherwise at once, a pageable source (STREAM or
+// DURING_API_CALL) taken at the call as the driver stages it, so a caller
+// that reads a destination without waiting for the stream sees old bytes.
+// ANY sources are read when the work runs, the latest the order allows.
 CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,
                       size_t* attrIdxs, size_t numAttrs, size_t* failIdx, CUstream stream, bool per_thread) {
     State& st = fake::state();
@@ -326,7 +331,7 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
     struct Planned {
         Operand to, from;
         std::size_t n;
-        bool during_call;  // the source is read at the call
+        bool read_at_call;  // DURING_API_CALL, or a pageable source staged in STREAM order
     };
     std::vector<Planned> copies;
     const auto refuse = [&](size_t i) {
@@ -340,7 +345,7 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
     };
     copies.reserve(count);
     size_t k = 0;
-    bool pageable = false;
+    bool pageable_destination = false;
     for (size_t i = 0; i < count; ++i) {
         while (k + 1 < numAttrs && attrIdxs[k + 1] <= i) ++k;
         const std::size_t n = sizes[i];
@@ -348,12 +353,15 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
         Operand to = unified(st, dsts[i]);
         Operand from = unified(st, srcs[i]);
         if (check_present(st, to, n) != CUDA_SUCCESS || check_present(st, from, n) != CUDA_SUCCESS) return refuse(i);
-        pageable = pageable || side_of(st, to.address) == Side::Pageable || side_of(st, from.address) == Side::Pageable;
-        copies.push_back({to, from, n, fake::raw(attrs[k].srcAccessOrder) == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL});
+        pageable_destination = pageable_destination || side_of(st, to.address) == Side::Pageable;
+        const int order = fake::raw(attrs[k].srcAccessOrder);
+        const bool staged = side_of(st, from.address) == Side::Pageable && order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        copies.push_back({to, from, n, order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL || staged});
     }
-    // Every copy was accepted: now (and only now) read the DURING_API_CALL sources.
+    // Every copy was accepted: now (and only now) read the DURING_API_CALL
+    // sources and stage the pageable ones.
     for (Planned& copy : copies) {
-        if (!copy.during_call) continue;
+        if (!copy.read_at_call) continue;
         const auto* bytes = static_cast<const unsigned char*>(locate(st, copy.from, copy.n));
         copy.from.staged = std::make_shared<std::vector<unsigned char>>(bytes, bytes + copy.n);
         copy.from.how = Operand::How::Staged;
@@ -370,7 +378,7 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
             }
             return CUDA_SUCCESS;
         },
-        pageable ? Returns::WhenDone : Returns::AtOnce);
+        pageable_destination ? Returns::WhenDone : Returns::AtOnce);
 }
 #endif
 

@@ -21,6 +21,7 @@
 #endif
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,47 @@ public:
     }
     ScopedStreamDelay(const ScopedStreamDelay&) = delete;
     ScopedStreamDelay& operator=(const ScopedStreamDelay&) = delete;
+};
+
+// An IMEX channel for a scope, in this process and in the children it starts
+// (FAKECUDA_IMEX=1): fabric handles then succeed as the fake models them,
+// which no real machine measured has shown (none had a channel). A test that
+// needs one is modelled, and says so in its name and with the [modelled] tag.
+class ScopedImexChannel {
+public:
+    ScopedImexChannel() {
+        (void)suite_value();  // read before this scope changes it
+        FakeDriver::loaded().set_imex_channel(true);
+        set_environment("1");
+    }
+    // Back to the suite's own setting (unset: no channel, the fake's default).
+    ~ScopedImexChannel() {
+        const char* suite = suite_value();
+        FakeDriver::loaded().set_imex_channel(suite != nullptr && std::strcmp(suite, "1") == 0);
+        set_environment(suite);
+    }
+    ScopedImexChannel(const ScopedImexChannel&) = delete;
+    ScopedImexChannel& operator=(const ScopedImexChannel&) = delete;
+
+private:
+    static const char* suite_value() {
+        static const std::string* value = [] {
+            const char* set = std::getenv("FAKECUDA_IMEX");
+            return set ? new std::string(set) : nullptr;  // never freed: read until exit
+        }();
+        return value ? value->c_str() : nullptr;
+    }
+    static void set_environment(const char* value) {
+#if defined(_WIN32)
+        (void)_putenv_s("FAKECUDA_IMEX", value ? value : "");
+#else
+        if (value) {
+            ::setenv("FAKECUDA_IMEX", value, 1);
+        } else {
+            ::unsetenv("FAKECUDA_IMEX");
+        }
+#endif
+    }
 };
 
 // Clears an injected fault when a test section ends, whatever happened.

@@ -575,3 +575,79 @@ TEST_CASE("a refused batch has done the host-to-host copies listed before the re
     CHECK(hosts[2] == std::vector<std::uint32_t>(kWords, 0));  // listed after it: not done, nothing queued
     CHECK(read_device(small.device_address(), kWords - 64) == iota_vector(kWords - 64, 0));
 }
+
+// --- the waits a plan's documentation asks for -------------------------------------------------------
+
+namespace {
+
+// The fake's device memory is host memory at the device address: the bytes
+// the copies have written so far, read without any stream or wait.
+std::vector<std::uint32_t> words_now(CUdeviceptr address, std::size_t count) {
+    std::vector<std::uint32_t> words(count);
+    const auto* at = reinterpret_cast<const volatile std::uint32_t*>(static_cast<std::uintptr_t>(address));
+    for (std::size_t i = 0; i < count; ++i) words[i] = at[i];
+    return words;
+}
+
+}  // namespace
+
+TEST_CASE("CopyPlan::execute(stream) returns before copies from pageable memory ran: reading the destination needs "
+          "the documented stream wait, and the wait is enough",
+          "[emulated][cuda12][cuda11][legacy][copy-plan]") {
+    // As the driver documents for asynchronous copies (\note_async): a
+    // pageable source is staged and the call returns without waiting for
+    // the stream; a pageable destination is written when the call returns.
+    auto context = activate(0);
+    auto stream = new_stream();
+    for (const SourceAccessOrder order : {SourceAccessOrder::Stream, SourceAccessOrder::DuringCall, SourceAccessOrder::Any}) {
+        INFO("order " << static_cast<int>(order));
+        std::vector<std::uint32_t> pageable = iota_vector(kWords, 3000);
+        const auto destination = device_words<std::uint32_t>(kWords, 0);
+        CopyPlan plan(order);
+        require_ok(plan.add(destination.device_span(), pageable));
+        {
+            const ScopedStreamDelay slow(20000);
+            const auto path = take(plan.execute(stream));
+            if (order == SourceAccessOrder::DuringCall && path == CopyPlan::Path::PerCopy) {
+                // cudyn waits for the stream there, to keep DuringCall's promise.
+                CHECK(words_now(destination.device_address(), kWords) == iota_vector(kWords, 3000));
+            } else {
+                // Read without the wait: the copy has not run yet.
+                CHECK(FakeDriver::loaded().pending_work() > 0);
+                CHECK(words_now(destination.device_address(), kWords) == iota_vector(kWords, 0));
+            }
+            if (order != SourceAccessOrder::Any) pageable.assign(kWords, 0xDEADu);  // the source may be reused now
+            require_ok(stream.synchronize());  // the documented wait
+        }
+        CHECK(words_now(destination.device_address(), kWords) == iota_vector(kWords, 3000));
+    }
+}
+
+TEST_CASE("CopyPlan::execute(stream) into pinned memory returns before the copy ran; into pageable memory once it ran",
+          "[emulated][cuda12][cuda11][legacy][copy-plan]") {
+    auto context = activate(0);
+    auto stream = new_stream();
+    const auto source = device_words<std::uint32_t>(kWords, 4000);
+    auto pinned = take(cudyn::PinnedBuffer<std::uint32_t>::allocate(kWords));
+    std::fill(pinned.begin(), pinned.end(), 0u);
+    std::vector<std::uint32_t> pageable(kWords, 0u);
+    {
+        CopyPlan plan;
+        require_ok(plan.add(pinned.span(), source.device_span()));
+        const ScopedStreamDelay slow(20000);
+        (void)take(plan.execute(stream));
+        // Without the wait the pinned destination still holds its old bytes.
+        CHECK(std::vector<std::uint32_t>(pinned.begin(), pinned.end()) == std::vector<std::uint32_t>(kWords, 0u));
+        require_ok(stream.synchronize());
+        CHECK(std::vector<std::uint32_t>(pinned.begin(), pinned.end()) == iota_vector(kWords, 4000));
+    }
+    {
+        // A pageable destination: the driver returns once the copy is done,
+        // as the driver documents it for cuMemcpyAsync.
+        CopyPlan plan;
+        require_ok(plan.add(HostSpan<std::uint32_t>(pageable), source.device_span()));
+        const ScopedStreamDelay slow(20000);
+        (void)take(plan.execute(stream));
+        CHECK(pageable == iota_vector(kWords, 4000));
+    }
+}

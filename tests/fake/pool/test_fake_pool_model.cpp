@@ -18,6 +18,7 @@
 #include "cudyn/loader/driver_table.hpp"
 #include "cudyn/channel/fd_channel.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -751,4 +752,54 @@ TEST_CASE("pools: a pool and a block shared with another process", "[emulated][c
     require_ok(exported.close());
     require_ok(side.channel.close());
     CHECK(open_descriptors() == descriptors);
+}
+
+namespace {
+
+// A fabric pool whose export was refused (no IMEX channel, the fake's
+// default); argv[0] "destroy" then destroys it, "keep" exits without.
+int refused_fabric_role(int argc, char** argv) {
+    ChildChecks check("pool-model-refused-fabric");
+    auto context = cudyn_test::ipc::child_context(0);
+    if (!ok(check, context, "context on device 0")) return 1;
+    const CUmemPoolProps props = device_props(0, CU_MEM_HANDLE_TYPE_FABRIC);
+    CUmemoryPool pool = nullptr;
+    if (!check.expect(cu().cuMemPoolCreate_v11020(&pool, &props) == CUDA_SUCCESS, "create a fabric pool"))
+        return check.exit_status();
+    CUmemFabricHandle handle{};
+    check.expect(cu().cuMemPoolExportToShareableHandle_v11020(&handle, pool, CU_MEM_HANDLE_TYPE_FABRIC, 0) ==
+                     CUDA_ERROR_NOT_PERMITTED,
+                 "the fabric export is refused without an IMEX channel");
+    if (argc > 0 && std::strcmp(argv[0], "destroy") == 0) {
+        const rlimit no_core{0, 0};
+        (void)::setrlimit(RLIMIT_CORE, &no_core);  // the abort below is expected: no core file
+        (void)cu().cuMemPoolDestroy_v11020(pool);
+    }
+    return check.exit_status();
+}
+const cudyn_test::ChildRole refused_fabric("pool-model-refused-fabric", refused_fabric_role);
+
+}  // namespace
+
+TEST_CASE("pools: a fabric pool whose export was refused is never destroyed: the fake aborts there, as the driver "
+          "crashed",
+          "[emulated][pool-model]") {
+    // Without an IMEX channel (the default) creating the pool works, its
+    // export is refused, and cuMemPoolDestroy of it then crashed driver 580:
+    // the fake aborts, so a library that destroys such a pool fails loudly.
+    const int kept = cudyn_test::ChildProcess::spawn("pool-model-refused-fabric", {"keep"}).wait(kChildTimeout);
+    CHECK(kept == 0);
+    const int destroyed =
+        cudyn_test::ChildProcess::spawn("pool-model-refused-fabric", {"destroy"}).wait(kChildTimeout);
+    CHECK(destroyed == 128 + SIGABRT);
+
+    // A fabric pool that was never exported is destroyed as usual (the driver
+    // returned 0 for that), in this process.
+    auto context = activate(0);
+    const cudyn_test::ScopedAttribute fabric_pools(
+        0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+        static_cast<int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC));
+    const PoolLeakCheck leaks;
+    CUmemoryPool pool = make_pool(device_props(0, CU_MEM_HANDLE_TYPE_FABRIC));
+    CHECK(cu().cuMemPoolDestroy_v11020(pool) == CUDA_SUCCESS);
 }

@@ -264,30 +264,81 @@ const cudyn_test::ChildRole pool_fabric_consumer("pool-fabric-consumer", pool_fa
 
 }  // namespace
 
-TEST_CASE("a fabric pool: refused where the device lacks the type, shared as bytes where it has it",
-          "[emulated][pool-ipc]") {
+namespace {
+
+// Device 0's pools may take fabric handles for a scope, and so may a child's
+// (the fake reads FAKECUDA_ATTR when it loads); then POSIX fds only again.
+class FabricPools {
+public:
+    FabricPools() {
+        const unsigned types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC;
+        FakeDriver::loaded().set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, static_cast<int>(types));
+        ::setenv("FAKECUDA_ATTR", ("119:" + std::to_string(types)).c_str(), 1);
+    }
+    ~FabricPools() {
+        ::unsetenv("FAKECUDA_ATTR");
+        FakeDriver::loaded().set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    }
+    FabricPools(const FabricPools&) = delete;
+    FabricPools& operator=(const FabricPools&) = delete;
+};
+
+const PoolProperties kFabricPool = PoolProperties::device(0).with_handle_types(HandleType::Fabric);
+
+}  // namespace
+
+TEST_CASE("a fabric pool: refused where the device lacks the type", "[emulated][pool-ipc]") {
     auto context = activate(0);
-    const FakeDriver& fake = FakeDriver::loaded();
-    const auto fabric = PoolProperties::device(0).with_handle_types(HandleType::Fabric);
     {
-        // A device whose pools take POSIX fds only (the default, 0x9 as on
-        // the H200, is set again below).
-        fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
-                           static_cast<int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        // A device whose pools take POSIX fds only.
+        FakeDriver::loaded().set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                                           static_cast<int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
         DriverSnapshot untouched({"cuMemPoolCreate"});
-        require_error(MemoryPool::create(fabric), ErrorCode::NotSupported, "MEMPOOL_SUPPORTED_HANDLE_TYPES");
+        require_error(MemoryPool::create(kFabricPool), ErrorCode::NotSupported, "MEMPOOL_SUPPORTED_HANDLE_TYPES");
         untouched.require_untouched();
     }
     auto posix_only = take(MemoryPool::create(shareable()));
     require_error(cudyn::export_pool_fabric(posix_only), ErrorCode::InvalidArgument, "without the fabric handle type");
+}
 
-    // This device may share pools as fabric handles; so may the child's
-    // (the fake reads FAKECUDA_ATTR when it loads).
-    const unsigned types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC;
-    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, static_cast<int>(types));
-    ::setenv("FAKECUDA_ATTR", ("119:" + std::to_string(types)).c_str(), 1);
+TEST_CASE("no IMEX channel (every machine measured): a fabric pool is created, never exported, and destroyed",
+          "[emulated][pool-ipc]") {
+    // The fake without a channel refuses a fabric pool's export and then
+    // aborts in cuMemPoolDestroy of that pool, where driver 580 crashed: this
+    // process getting through the destroy below is the test that the library
+    // never tries the export here.
+    auto context = activate(0);
+    const FabricPools fabric_pools;
+    const long pools = FakeDriver::loaded().live_pools();
     {
-        auto pool = take(MemoryPool::create(fabric));
+        auto pool = take(MemoryPool::create(kFabricPool));
+        auto stream = take(cudyn::Stream::create());
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        require_ok(buffer.fill(kFirst));
+        DriverSnapshot untouched({"cuMemPoolExportToShareableHandle"});
+        require_error(cudyn::export_pool_fabric(pool), ErrorCode::NotSupported, "does not share fabric handles");
+        require_error(cudyn::export_pool_fabric(pool), ErrorCode::NotSupported, "IMEX");
+        untouched.require_untouched();
+        require_ok(buffer.free());
+        require_ok(stream.synchronize());
+        DriverSnapshot destroyed({"cuMemPoolDestroy"});
+        require_ok(pool.destroy());
+        CHECK(destroyed.calls_since("cuMemPoolDestroy") == 1);
+    }
+    CHECK(FakeDriver::loaded().live_pools() == pools);
+}
+
+TEST_CASE("modelled: with an IMEX channel a fabric pool is shared as bytes; a refused export leaves the pool "
+          "undestroyed",
+          "[emulated][pool-ipc][modelled]") {
+    // No real machine measured had an IMEX channel: the success here is the
+    // fake's model of fabric handles (its own handle bytes), not a measured one.
+    const ScopedImexChannel imex;
+    auto context = activate(0);
+    const FabricPools fabric_pools;
+    {
+        auto pool = take(MemoryPool::create(kFabricPool));
         auto stream = take(cudyn::Stream::create());
         auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
         require_ok(buffer.fill(kFirst));
@@ -298,18 +349,11 @@ TEST_CASE("a fabric pool: refused where the device lacks the type, shared as byt
         CHECK(parsed.handle() == shared.handle());
         require_error(cudyn::import_pool_fabric(parsed), ErrorCode::InvalidArgument, "exported by this process");
         {
-            // No IMEX channel: the fabric probe's trial export is refused, so
-            // the pool export is never tried (driver 580 then crashes in
-            // cuMemPoolDestroy of the pool).
-            ScopedFault no_imex("cuMemExportToShareableHandle:1+:CUDA_ERROR_NOT_PERMITTED");
-            DriverSnapshot untouched({"cuMemPoolExportToShareableHandle"});
-            require_error(cudyn::export_pool_fabric(pool), ErrorCode::NotSupported, "does not share fabric handles");
-            untouched.require_untouched();
-        }
-        {
-            // The probe says yes but the pool export is refused: NotSupported,
-            // and the pool is let go of without cuMemPoolDestroy.
-            auto doomed = take(MemoryPool::create(fabric));
+            // The probe says yes but the pool export is refused (an injected
+            // refusal leaves the pool as a real one does: the fake aborts if
+            // it is destroyed): NotSupported, and the pool is let go of
+            // without cuMemPoolDestroy.
+            auto doomed = take(MemoryPool::create(kFabricPool));
             {
                 ScopedFault refused("cuMemPoolExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
                 require_error(cudyn::export_pool_fabric(doomed), ErrorCode::NotSupported, "IMEX");
@@ -332,6 +376,4 @@ TEST_CASE("a fabric pool: refused where the device lacks the type, shared as byt
         require_ok(buffer.free());
         require_ok(stream.synchronize());
     }
-    ::unsetenv("FAKECUDA_ATTR");
-    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 }

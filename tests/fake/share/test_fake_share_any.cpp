@@ -212,8 +212,12 @@ TEST_CASE("VMM memory, exported from an address inside its mapping (the reservat
     export_to_consumer(base, base + kGranule + 4096, kMiB, {AllocationKind::Vmm, HandleType::PosixFileDescriptor, 2 * kGranule});
 }
 
-TEST_CASE("VMM memory with both handle types goes as a POSIX descriptor; with only the fabric type, as a fabric "
-          "handle", "[emulated][share-any]") {
+TEST_CASE("modelled: with an IMEX channel, VMM memory with both handle types goes as a POSIX descriptor; with only "
+          "the fabric type, as a fabric handle",
+          "[emulated][share-any][modelled]") {
+    // No real machine measured had an IMEX channel (fabric memory was refused
+    // at creation): the fabric success is the fake's model.
+    const ScopedImexChannel imex;
     auto context = activate(0);
     {
         const VmmMemory both(HandleType::PosixFileDescriptor | HandleType::Fabric);
@@ -223,8 +227,13 @@ TEST_CASE("VMM memory with both handle types goes as a POSIX descriptor; with on
     const VmmMemory fabric(HandleType::Fabric);
     const CUdeviceptr base = fabric.mapping.device_address();
     export_to_consumer(base, base + 64, 8192, {AllocationKind::Vmm, HandleType::Fabric, 2 * kGranule});
-    // Where the machine has no IMEX channel (the probe's trial export refused): NotSupported.
-    ScopedFault no_imex("cuMemExportToShareableHandle:1+:CUDA_ERROR_NOT_PERMITTED");
+    // Where the trial export is refused (the probe says no): NotSupported.
+    {
+        ScopedFault refused("cuMemExportToShareableHandle:1+:CUDA_ERROR_NOT_PERMITTED");
+        require_error(cudyn::export_allocation(base, 4096), ErrorCode::NotSupported, "only the fabric handle type");
+    }
+    // And where the channel is gone (the probe's trial creation refused).
+    FakeDriver::loaded().set_imex_channel(false);
     require_error(cudyn::export_allocation(base, 4096), ErrorCode::NotSupported, "only the fabric handle type");
 }
 
@@ -241,7 +250,12 @@ TEST_CASE("pool memory from a shareable pool, exported from an address inside th
     require_ok(stream.synchronize());
 }
 
-TEST_CASE("pool memory from a fabric-only pool: the pool as a fabric handle", "[emulated][share-any]") {
+TEST_CASE("modelled: with an IMEX channel, pool memory from a fabric-only pool travels with the pool as a fabric "
+          "handle",
+          "[emulated][share-any][modelled]") {
+    // No real machine measured had an IMEX channel: the fabric success is the
+    // fake's model (its own handle bytes).
+    const ScopedImexChannel imex;
     auto context = activate(0);
     const FakeDriver& fake = FakeDriver::loaded();
     // This device may share pools as fabric handles; so may the consumer's
@@ -260,6 +274,33 @@ TEST_CASE("pool memory from a fabric-only pool: the pool as a fabric handle", "[
         require_ok(stream.synchronize());
     }
     ::unsetenv("FAKECUDA_ATTR");
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+}
+
+TEST_CASE("no IMEX channel (every machine measured): pool memory from a fabric-only pool is NotSupported, and the "
+          "pool is destroyed as usual",
+          "[emulated][share-any]") {
+    // The fake refuses a fabric pool's export here and aborts in
+    // cuMemPoolDestroy of such a pool, where driver 580 crashed: getting
+    // through the destroy is the test that export_allocation never tried it.
+    auto context = activate(0);
+    const FakeDriver& fake = FakeDriver::loaded();
+    fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                       static_cast<int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC));
+    {
+        auto pool = take(cudyn::MemoryPool::create(shareable_pool(HandleType::Fabric)));
+        auto stream = take(cudyn::Stream::create());
+        auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, kMiB / 4, stream));
+        require_ok(stream.synchronize());
+        const DriverSnapshot untouched({"cuMemPoolExportToShareableHandle"});
+        require_error(cudyn::export_allocation(buffer.device_address(), 4096), ErrorCode::NotSupported, "IMEX");
+        untouched.require_untouched();
+        require_ok(buffer.free());
+        require_ok(stream.synchronize());
+        const DriverSnapshot destroyed({"cuMemPoolDestroy"});
+        require_ok(pool.destroy());
+        CHECK(destroyed.calls_since("cuMemPoolDestroy") == 1);
+    }
     fake.set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 }
 

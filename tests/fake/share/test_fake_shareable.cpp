@@ -49,6 +49,7 @@ using cudyn_test::kMiB;
 using cudyn_test::require_error;
 using cudyn_test::require_ok;
 using cudyn_test::ScopedFault;
+using cudyn_test::ScopedImexChannel;
 using cudyn_test::take;
 using namespace cudyn_test::ipc;  // tags, timeouts, probe(), ok(), start_child(), ...
 
@@ -151,7 +152,11 @@ TEST_CASE("a PhysicalMemory passed as a POSIX fd maps in another process; both s
     CHECK(open_descriptors() == descriptors);
 }
 
-TEST_CASE("a fabric handle imports in another process and maps like any other", "[emulated][shareable]") {
+TEST_CASE("modelled: with an IMEX channel a fabric handle imports in another process and maps like any other",
+          "[emulated][shareable][modelled]") {
+    // No real machine measured had an IMEX channel: this success is the fake's
+    // model of fabric handles (its own handle bytes), not a measured one.
+    const ScopedImexChannel imex;
     auto context = activate(0);
     const DriverSnapshot before;
     {
@@ -183,44 +188,67 @@ TEST_CASE("fabric handles: NotSupported where the device or the system has none"
                                                  2 * kMiB),
                           ErrorCode::NotSupported, "fabric handles are not supported");
         } else {
-            // No IMEX channel: the attribute says yes, the export is refused.
-            {
-                ScopedFault fault("cuMemExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
-                CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
-            }
-            // Some systems refuse already at creation: the probe and create say so too.
-            {
-                ScopedFault fault("cuMemCreate:1:CUDA_ERROR_NOT_PERMITTED");
-                CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
-            }
-            {
-                ScopedFault fault("cuMemCreate:1:CUDA_ERROR_NOT_PERMITTED");
-                const auto refused = PhysicalMemory::create(
-                    AllocationProperties::device(0).with_handle_types(HandleType::Fabric), 2 * kMiB);
-                require_error(refused, ErrorCode::NotSupported, "IMEX");
-                CHECK(refused.error().driver_result == CUDA_ERROR_NOT_PERMITTED);
-            }
-            Exported exporter = make_exported(HandleType::Fabric);
-            {
-                ScopedFault fault("cuMemExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
-                const auto refused = cudyn::export_memory_fabric(exporter.memory);
-                require_error(refused, ErrorCode::NotSupported, "IMEX");
-                CHECK(refused.error().driver_result == CUDA_ERROR_NOT_PERMITTED);
-            }
-            auto descriptor = take(cudyn::export_memory_fabric(exporter.memory));
-            {
-                ScopedFault fault("cuMemImportFromShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
-                require_error(cudyn::import_memory_fabric(descriptor), ErrorCode::NotSupported, "IMEX");
-            }
-            // The device attribute off: NotSupported before any export.
-            FakeDriver::loaded().set_attribute(0, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0);
+            // No IMEX channel (the fake's default, as on every machine
+            // measured): the attribute says yes, the driver refuses the
+            // creation, and the probe and the creation say so.
+            CHECK(take(device.attribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)) == 1);
             CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
-            const DriverSnapshot untouched({"cuMemExportToShareableHandle"});
-            require_error(cudyn::export_memory_fabric(exporter.memory), ErrorCode::NotSupported,
-                          "HANDLE_TYPE_FABRIC_SUPPORTED is 0");
-            untouched.require_untouched();
-            FakeDriver::loaded().set_attribute(0, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 1);
+            const auto refused = PhysicalMemory::create(
+                AllocationProperties::device(0).with_handle_types(HandleType::Fabric), 2 * kMiB);
+            require_error(refused, ErrorCode::NotSupported, "IMEX");
+            CHECK(refused.error().driver_result == CUDA_ERROR_NOT_PERMITTED);
         }
+    }
+    CHECK(before.live_delta() == 0);
+}
+
+TEST_CASE("modelled: with an IMEX channel, refusals at export and import still say IMEX; the attribute off, "
+          "NotSupported before the driver",
+          "[emulated][shareable][modelled]") {
+    // Refusals behind a creation that worked: no real machine measured got
+    // that far (none had an IMEX channel), so the channel is the fake's model.
+    const ScopedImexChannel imex;
+    auto context = activate(0);
+    const DriverSnapshot before;
+    const auto device = take(cudyn::Device::get(0));
+    {
+        CHECK(take(cudyn::probe_fabric_support(device)));
+        {
+            ScopedFault fault("cuMemExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
+            CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
+        }
+        // Some systems refuse already at creation: the probe and create say so too.
+        {
+            ScopedFault fault("cuMemCreate:1:CUDA_ERROR_NOT_PERMITTED");
+            CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
+        }
+        {
+            ScopedFault fault("cuMemCreate:1:CUDA_ERROR_NOT_PERMITTED");
+            const auto refused = PhysicalMemory::create(
+                AllocationProperties::device(0).with_handle_types(HandleType::Fabric), 2 * kMiB);
+            require_error(refused, ErrorCode::NotSupported, "IMEX");
+            CHECK(refused.error().driver_result == CUDA_ERROR_NOT_PERMITTED);
+        }
+        Exported exporter = make_exported(HandleType::Fabric);
+        {
+            ScopedFault fault("cuMemExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
+            const auto refused = cudyn::export_memory_fabric(exporter.memory);
+            require_error(refused, ErrorCode::NotSupported, "IMEX");
+            CHECK(refused.error().driver_result == CUDA_ERROR_NOT_PERMITTED);
+        }
+        auto descriptor = take(cudyn::export_memory_fabric(exporter.memory));
+        {
+            ScopedFault fault("cuMemImportFromShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
+            require_error(cudyn::import_memory_fabric(descriptor), ErrorCode::NotSupported, "IMEX");
+        }
+        // The device attribute off: NotSupported before any export.
+        FakeDriver::loaded().set_attribute(0, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0);
+        CHECK_FALSE(take(cudyn::probe_fabric_support(device)));
+        const DriverSnapshot untouched({"cuMemExportToShareableHandle"});
+        require_error(cudyn::export_memory_fabric(exporter.memory), ErrorCode::NotSupported,
+                      "HANDLE_TYPE_FABRIC_SUPPORTED is 0");
+        untouched.require_untouched();
+        FakeDriver::loaded().set_attribute(0, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 1);
     }
     CHECK(before.live_delta() == 0);
 }
