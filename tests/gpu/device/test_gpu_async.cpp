@@ -195,7 +195,9 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
     // the allocator put the two: its address is no longer known to the
     // driver, the fresh buffer's bytes are intact.
     require_ok(stale.free());
-    CHECK_FALSE(take(cudyn::pointer_attributes(stale_address)).known());
+    const cudyn::PointerAttributes freed = take(cudyn::pointer_attributes(stale_address));
+    INFO("the freed address reads as " << cudyn::to_string(freed.memory_type));
+    CHECK_FALSE(freed.known());
     std::vector<std::uint32_t> survived(1 << 20);
     require_ok(fresh.copy_to(survived));
     CHECK(survived == std::vector<std::uint32_t>(1 << 20, 2u));

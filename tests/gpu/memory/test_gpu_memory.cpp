@@ -476,16 +476,16 @@ TEST_CASE("advice and prefetch to device and host agree with the range attribute
     if (driver_has_location_abi() && *numa_id >= 0) {
         INFO("host NUMA node " << *numa_id);
         auto preferred = hints->set_preferred_location(Location::host_numa(*numa_id));
-        INFO((preferred ? std::string() : preferred.error().describe()));
-        REQUIRE(preferred.has_value());
-        CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, base, bytes) ==
-              CU_MEM_LOCATION_TYPE_HOST_NUMA);
-        CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, base, bytes) == *numa_id);
-        REQUIRE(hints->unset_preferred_location().has_value());
+        CHECK((preferred ? std::string() : preferred.error().describe()) == "");
+        if (preferred) {
+            CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, base, bytes) ==
+                  CU_MEM_LOCATION_TYPE_HOST_NUMA);
+            CHECK(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, base, bytes) == *numa_id);
+            REQUIRE(hints->unset_preferred_location().has_value());
+        }
 
         auto numa = hints->prefetch_to(Location::host_numa(*numa_id), *stream);
-        INFO((numa ? std::string() : numa.error().describe()));
-        REQUIRE(numa.has_value());
+        REQUIRE((numa ? std::string() : numa.error().describe()) == "");
         REQUIRE(stream->synchronize().has_value());
         // Driver 580 on an H200 answered type INVALID, id CU_DEVICE_INVALID
         // after this prefetch, not HOST_NUMA and the node: either is taken.
