@@ -195,9 +195,9 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
     // the allocator put the two: its address is no longer known to the
     // driver, the fresh buffer's bytes are intact.
     require_ok(stale.free());
-    const cudyn::PointerAttributes freed = take(cudyn::pointer_attributes(stale_address));
-    INFO("the freed address reads as " << cudyn::to_string(freed.memory_type));
-    CHECK_FALSE(freed.known());
+    const cudyn::PointerAttributes stale_now = take(cudyn::pointer_attributes(stale_address));
+    INFO("the freed address reads as " << cudyn::to_string(stale_now.memory_type));
+    CHECK_FALSE(stale_now.known());
     std::vector<std::uint32_t> survived(1 << 20);
     require_ok(fresh.copy_to(survived));
     CHECK(survived == std::vector<std::uint32_t>(1 << 20, 2u));
