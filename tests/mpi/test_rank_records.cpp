@@ -555,10 +555,17 @@ TEST_CASE("host groups: boot id and host name together, numbered by lowest rank"
     CHECK(a.describe() == "node0 (boot id 01000000-0000-0000-0000-000000000000)");
 }
 
-TEST_CASE("host identity: this host's boot id is the kernel's", "[unit][mpi-records]") {
+TEST_CASE("host identity: this host's name and boot id are the kernel's", "[unit][mpi-records]") {
     const HostIdentity here = cudyn::mpi::this_host();
-    CHECK(here == cudyn::mpi::this_host());
     CHECK(here.host_name.size() <= HostIdentity::kMaxHostNameBytes);
+    // The name is the kernel's (cut to the longest kept), read here from /proc
+    // rather than through gethostname as the library does.
+    std::ifstream name_file("/proc/sys/kernel/hostname");
+    std::string kernel_name;
+    if (std::getline(name_file, kernel_name)) {
+        CHECK_FALSE(here.host_name.empty());
+        CHECK(here.host_name == kernel_name.substr(0, HostIdentity::kMaxHostNameBytes));
+    }
     std::ifstream file("/proc/sys/kernel/random/boot_id");
     std::string text;
     if (!(file >> text)) {

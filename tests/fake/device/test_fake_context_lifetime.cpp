@@ -18,6 +18,7 @@
 #include "cudyn/memory/pinned_buffer.hpp"
 #include "cudyn/device/stream.hpp"
 #include "cudyn/memory/managed_buffer.hpp"
+#include "cudyn/memory/memory_info.hpp"
 
 #include <cstdint>
 #include <thread>
@@ -47,18 +48,26 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
         auto context = activate(0);
         auto stale = take(DeviceBuffer<std::uint32_t>::allocate(1024));
         require_ok(stale.fill(1u));
+        const CUdeviceptr stale_address = stale.device_address();
         // The program lets its context go: the buffer's retain keeps it alive
         // (without it, the context and the buffer's memory would be gone, and
         // the allocation below could get the same address back).
         require_ok(context.release());
         CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
-        // The program takes the device's context again and allocates.
+        // The program takes the device's context again: the buffer's memory
+        // is still there, with its bytes.
         auto again = activate(0);
+        CHECK(read_device(stale_address, 1024) == std::vector<std::uint32_t>(1024, 1u));
         auto fresh = take(DeviceBuffer<std::uint32_t>::allocate(1024));
-        CHECK(fresh.device_address() != stale.device_address());
         require_ok(fresh.fill(2u));
-        // The stale buffer's free touches only its own memory.
+        // The stale buffer's free releases its own allocation and nothing
+        // else, wherever the allocator put the two: one allocation fewer, its
+        // address no longer known, the fresh buffer's bytes intact.
+        const long live = fake.live_allocations();
         require_ok(stale.free());
+        CHECK(fake.live_allocations() == live - 1);
+        CHECK_FALSE(take(cudyn::pointer_attributes(stale_address)).known());
+        CHECK(read_device(fresh.device_address(), 1024) == std::vector<std::uint32_t>(1024, 2u));
         require_ok(fresh.copy_from(iota_vector(1024, 5)));
         CHECK(read_device(fresh.device_address(), 1024) == iota_vector(1024, 5));
         // The program's new PrimaryContext shares the retain the stale buffer keeps.

@@ -50,13 +50,29 @@ TEST_CASE("a pool's attributes, usage, trimming and destruction", "[emulated][cu
     CHECK(pool.owned());
     CHECK(pool.location() == Location::device(0));
     CHECK(take(pool.release_threshold()) == 0);
-    for (const PoolReuse policy :
-         {PoolReuse::FollowEventDependencies, PoolReuse::AllowOpportunistic, PoolReuse::AllowInternalDependencies}) {
+    // Each policy against the driver's own attribute, read raw: a round trip
+    // through cudyn alone would pass with two policies swapped both ways.
+    const std::pair<PoolReuse, CUmemPool_attribute> policies[] = {
+        {PoolReuse::FollowEventDependencies, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES},
+        {PoolReuse::AllowOpportunistic, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC},
+        {PoolReuse::AllowInternalDependencies, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES},
+    };
+    const auto raw_reuse = [&](CUmemPool_attribute attribute) {
+        int value = -1;
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemPoolGetAttribute_v11020, pool.handle(), attribute,
+                                      static_cast<void*>(&value)));
+        return value;
+    };
+    for (const auto& [policy, attribute] : policies) {
         INFO(cudyn::to_string(policy));
         CHECK(take(pool.reuse(policy)));
         require_ok(pool.set_reuse(policy, false));
+        for (const auto& [other, other_attribute] : policies) CHECK(raw_reuse(other_attribute) == (other == policy ? 0 : 1));
         CHECK_FALSE(take(pool.reuse(policy)));
-        require_ok(pool.set_reuse(policy, true));
+        int raw_on = 1;
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemPoolSetAttribute_v11020, pool.handle(), attribute,
+                                      static_cast<void*>(&raw_on)));
+        CHECK(take(pool.reuse(policy)));
     }
     require_ok(pool.set_release_threshold(64ull << 20));
     CHECK(take(pool.release_threshold()) == (64ull << 20));

@@ -182,11 +182,25 @@ TEST_CASE("a buffer that outlives the program's context frees only its own memor
     auto context = activate();
     auto stale = take(DeviceBuffer<std::uint32_t>::allocate(1 << 20));
     require_ok(stale.fill(1u));
+    const CUdeviceptr stale_address = stale.device_address();
     require_ok(context.release());  // the program's last reference; the buffer keeps its own
     auto again = activate();
+    // The old context, and the buffer's memory with its bytes, are still there.
+    std::vector<std::uint32_t> kept(1 << 20);
+    require_ok(stale.copy_to(kept));
+    CHECK(kept == std::vector<std::uint32_t>(1 << 20, 1u));
     auto fresh = take(DeviceBuffer<std::uint32_t>::allocate(1 << 20));
-    CHECK(fresh.device_address() != stale.device_address());  // the old context, and its memory, still live
+    require_ok(fresh.fill(2u));
+    // The stale free releases its own allocation and nothing else, wherever
+    // the allocator put the two: its address is no longer known to the
+    // driver, the fresh buffer's bytes are intact.
     require_ok(stale.free());
+    const cudyn::PointerAttributes stale_now = take(cudyn::pointer_attributes(stale_address));
+    INFO("the freed address reads as " << cudyn::to_string(stale_now.memory_type));
+    CHECK_FALSE(stale_now.known());
+    std::vector<std::uint32_t> survived(1 << 20);
+    require_ok(fresh.copy_to(survived));
+    CHECK(survived == std::vector<std::uint32_t>(1 << 20, 2u));
     const std::vector<std::uint32_t> values(1 << 20, 42u);
     require_ok(fresh.copy_from(values));
     std::vector<std::uint32_t> back(1 << 20);

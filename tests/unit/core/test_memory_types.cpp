@@ -135,6 +135,18 @@ TEST_CASE("flags and policies translate exactly", "[unit]") {
           unsigned{CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY |
                    CU_MEMHOSTREGISTER_READ_ONLY});
 
+    // Locations in both driver ABIs, against cuda.h's own constants.
+    using cudyn::Location;
+    CHECK(Location::device(3).to_cu().type == CU_MEM_LOCATION_TYPE_DEVICE);
+    CHECK(Location::device(3).to_cu().id == 3);
+    CHECK(Location::host().to_cu().type == CU_MEM_LOCATION_TYPE_HOST);
+    CHECK(Location::host_numa(2).to_cu().type == CU_MEM_LOCATION_TYPE_HOST_NUMA);
+    CHECK(Location::host_numa(2).to_cu().id == 2);
+    CHECK(Location::host_numa_current().to_cu().type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
+    CHECK(*Location::device(3).to_legacy_device("cuMemAdvise") == 3);
+    CHECK(*Location::host().to_legacy_device("cuMemAdvise") == CU_DEVICE_CPU);
+    CHECK(Location::host_numa(0).to_legacy_device("cuMemAdvise").error().code == cudyn::ErrorCode::NotSupported);
+
     using Policy = cudyn::MigrationPolicy;
     CHECK(Policy::driver_default().kind() == Policy::Kind::Default);
     CHECK_FALSE(Policy::driver_default().preferred_location().has_value());

@@ -175,10 +175,35 @@ TEST_CASE("Result<void> chains the same way", "[unit][result]") {
     CHECK(good.transform_error([](cudyn::Error e) { return e; }).has_value());
 }
 
-TEST_CASE("value_or on an rvalue moves the value", "[unit][result]") {
-    cudyn::Result<std::string> text(std::string(40, 'a'));
-    const std::string taken = std::move(text).value_or("fallback");
-    CHECK(taken.size() == 40);
+namespace {
+
+// Says how it was made: a copy would pass any check of the value alone.
+struct Traced {
+    int value = 0;
+    bool copied = false;
+    bool moved_from = false;
+    explicit Traced(int v) : value(v) {}
+    Traced(const Traced& other) : value(other.value), copied(true) {}
+    Traced(Traced&& other) noexcept : value(other.value) { other.moved_from = true; }
+    Traced& operator=(const Traced&) = delete;
+    Traced& operator=(Traced&&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("value_or on an rvalue moves the value; on an lvalue it copies", "[unit][result]") {
+    cudyn::Result<Traced> held(Traced(7));
+    const Traced taken = std::move(held).value_or(Traced(0));
+    CHECK(taken.value == 7);
+    CHECK_FALSE(taken.copied);
+    REQUIRE(held.has_value());
+    CHECK(held->moved_from);  // the value left the Result
+
+    cudyn::Result<Traced> kept(Traced(8));
+    const Traced copy = kept.value_or(Traced(0));
+    CHECK(copy.copied);
+    CHECK_FALSE(kept->moved_from);
+
     CHECK(cudyn::Result<std::string>(cudyn::Error::invalid_argument("x")).value_or("fallback") == "fallback");
 }
 
