@@ -521,6 +521,66 @@ int scenario_batch_timing() {
 
 // ---- the driver ------------------------------------------------------------------------
 
+// ---- host-NUMA locations: what the range attributes report after each call -----------
+
+int range_int(CUmem_range_attribute attribute, CUdeviceptr base, std::size_t bytes) {
+    int value = -99;
+    const CUresult rc = cu().cuMemRangeGetAttribute_v8000(&value, sizeof value, attribute, base, bytes);
+    return rc == CUDA_SUCCESS ? value : -1000 - static_cast<int>(rc);
+}
+
+void report_locations(const char* step, CUresult rc, CUdeviceptr base, std::size_t bytes) {
+    std::printf("fact numa step=%-34s rc=%s preferred=%d preferred_type=%d preferred_id=%d last_prefetch=%d "
+                "last_prefetch_type=%d last_prefetch_id=%d\n",
+                step, result_name(rc), range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, base, bytes),
+                range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, base, bytes),
+                range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, base, bytes),
+                range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, base, bytes),
+                range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, base, bytes),
+                range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, base, bytes));
+}
+
+int scenario_numa_locations() {
+    Session s = open_session();
+    if (cu().cuMemAdvise_v12020 == nullptr || cu().cuMemPrefetchAsync_v12020 == nullptr) {
+        std::printf("fact skipped numa: no location ABI\n");
+        return 0;
+    }
+    int node = -1;
+    must(cudyn::call_driver(&DriverTable::cuDeviceGetAttribute_v2000, &node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID,
+                            CUdevice{0}),
+         "HOST_NUMA_ID");
+    std::printf("fact numa host_numa_id=%d\n", node);
+    const std::size_t bytes = std::size_t{64} << 20;
+    CUdeviceptr base = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAllocManaged_v6000, &base, bytes, unsigned{CU_MEM_ATTACH_GLOBAL}),
+         "cuMemAllocManaged");
+    const CUmemLocation device0{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    const CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
+    const CUmemLocation numa{CU_MEM_LOCATION_TYPE_HOST_NUMA, node < 0 ? 0 : node};
+    const auto advise = [&](const char* step, CUmem_advise advice, CUmemLocation where) {
+        report_locations(step, cu().cuMemAdvise_v12020(base, bytes, advice, where), base, bytes);
+    };
+    const auto prefetch = [&](const char* step, CUmemLocation where) {
+        CUresult rc = cu().cuMemPrefetchAsync_v12020(base, bytes, where, 0, s.stream);
+        if (rc == CUDA_SUCCESS) rc = cu().cuStreamSynchronize_v2000(s.stream);
+        report_locations(step, rc, base, bytes);
+    };
+    report_locations("fresh", CUDA_SUCCESS, base, bytes);
+    prefetch("prefetch device 0", device0);
+    prefetch("prefetch host", host);
+    prefetch("prefetch host_numa", numa);
+    prefetch("prefetch device 0 again", device0);
+    advise("advise preferred device 0", CU_MEM_ADVISE_SET_PREFERRED_LOCATION, device0);
+    advise("advise preferred host", CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
+    advise("advise preferred host_numa", CU_MEM_ADVISE_SET_PREFERRED_LOCATION, numa);
+    advise("unset preferred", CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, device0);
+    advise("advise preferred host_numa (from unset)", CU_MEM_ADVISE_SET_PREFERRED_LOCATION, numa);
+    prefetch("prefetch device 0 after numa advice", device0);
+    must(cudyn::call_driver(&DriverTable::cuMemFree_v3020, base), "cuMemFree");
+    return 0;
+}
+
 struct Scenario {
     const char* name;
     int (*run)();
@@ -539,6 +599,7 @@ const Scenario kScenarios[] = {
     {"primary-release", scenario_primary_release},
     {"ipc-close", scenario_ipc_close},
     {"batch-timing", scenario_batch_timing},
+    {"numa-locations", scenario_numa_locations},
 };
 
 int run_self(const std::vector<std::string>& arguments, int timeout_s) {
