@@ -79,6 +79,7 @@ std::string default_json_path() {
 struct Options {
     Settings settings;
     std::string filter;
+    std::vector<std::string> names;  // --case, exact names
     std::string json_path = default_json_path();
     bool list = false;
     bool help = false;
@@ -86,13 +87,18 @@ struct Options {
 
 void print_usage(std::FILE* to) {
     std::fprintf(to,
-                 "usage: cudyn-bench [--filter SUBSTRING] [--json PATH] [--list]\n"
+                 "usage: cudyn-bench [--filter SUBSTRING] [--case NAME]... [--json PATH] [--list]\n"
                  "                   [--repetitions N] [--iterations N] [--processes N]\n"
                  "\n"
-                 "Times operations through cudyn against the raw driver in the same run and\n"
-                 "prints raw time, cudyn time and their ratio (cudyn / raw).\n"
+                 "Times operations through cudyn against the raw driver in the same run, in\n"
+                 "rounds of one raw and one cudyn sample back to back, and prints each side's\n"
+                 "median and the ratio (cudyn / raw): the median of the rounds' ratios, with\n"
+                 "their lowest and highest. A case whose rounds are bimodal on either side gets\n"
+                 "no ratio ('bimodal: no ratio').\n"
                  "\n"
                  "  --filter SUBSTRING  run only the cases whose name contains SUBSTRING\n"
+                 "  --case NAME         run the case named exactly NAME (may be repeated; with\n"
+                 "                      --filter, a case runs when it matches either)\n"
                  "  --json PATH         write the results as JSON to PATH (default: cudyn-bench.json\n"
                  "                      next to this executable)\n"
                  "  --list              list the cases and exit\n"
@@ -144,6 +150,10 @@ bool parse_options(int argc, char** argv, Options& options) {
             const char* text = next();
             if (text == nullptr) return false;
             options.filter = text;
+        } else if (argument == "--case") {
+            const char* text = next();
+            if (text == nullptr) return false;
+            options.names.push_back(text);
         } else if (argument == "--json") {
             const char* text = next();
             if (text == nullptr) return false;
@@ -283,7 +293,8 @@ void print_header(const DriverSummary& driver) {
 }
 
 void print_table(const std::vector<Row>& rows) {
-    const std::vector<std::string> headings = {"case", "operation", "raw", "cudyn", "ratio", "unit", "iterations", "samples"};
+    const std::vector<std::string> headings = {"case",  "operation",        "raw",  "cudyn",      "ratio",
+                                               "rounds' ratios", "unit", "iterations", "samples"};
     std::vector<std::vector<std::string>> cells;
     for (const Row& row : rows) {
         const CaseResult& r = row.result;
@@ -291,8 +302,12 @@ void print_table(const std::vector<Row>& rows) {
             cells.push_back({row.benchmark_case->name, std::string(to_string(r.status)) + ": " + r.reason});
             continue;
         }
+        const PairedRatio ratio = paired_ratio(r);
+        const std::string ratio_cell = ratio.available ? format_number(ratio.median, 3) + "x" : ratio.why_none();
+        const std::string range_cell = ratio.available ? format_number(ratio.min, 3) + "-" + format_number(ratio.max, 3)
+                                                       : "-";
         cells.push_back({row.benchmark_case->name, r.operation, format_number(r.raw, 3), format_number(r.cudyn, 3),
-                         format_number(r.ratio(), 3) + "x", r.unit, std::to_string(r.iterations),
+                         ratio_cell, range_cell, r.unit, std::to_string(r.iterations),
                          std::to_string(r.samples) + " " + r.statistic});
     }
     // Widths from the complete rows; a skipped row's message spills over the
@@ -304,7 +319,7 @@ void print_table(const std::vector<Row>& rows) {
             for (std::size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size());
     for (const auto& line : cells) widths[0] = std::max(widths[0], line[0].size());
 
-    const auto is_numeric = [](std::size_t column) { return column >= 2 && column <= 4; };
+    const auto is_numeric = [](std::size_t column) { return column >= 2 && column <= 5; };
     const auto print_line = [&](const std::vector<std::string>& line) {
         std::string text;
         for (std::size_t c = 0; c < line.size(); ++c) {
@@ -342,6 +357,9 @@ bool write_json(const std::string& path, const Options& options, const DriverSum
     out += "  \"timestamp\": " + json_string(utc_timestamp()) + ",\n";
     out += "  \"host\": " + json_string(host_name()) + ",\n";
     out += "  \"filter\": " + json_string(options.filter) + ",\n";
+    out += "  \"cases_named\": [";
+    for (std::size_t n = 0; n < options.names.size(); ++n) out += (n ? ", " : "") + json_string(options.names[n]);
+    out += "],\n";
     out += "  \"settings\": {\"repetitions\": " + std::to_string(options.settings.repetitions) +
            ", \"iterations\": " + std::to_string(options.settings.iterations) +
            ", \"processes\": " + std::to_string(options.settings.processes) + "},\n";
@@ -369,7 +387,18 @@ bool write_json(const std::string& path, const Options& options, const DriverSum
         out += ", \"operation\": " + json_string(r.operation);
         out += ", \"raw\": " + json_number(ok ? r.raw : nan);
         out += ", \"cudyn\": " + json_number(ok ? r.cudyn : nan);
-        out += ", \"ratio\": " + json_number(ok && r.raw > 0 ? r.ratio() : nan);
+        // The ratio is the paired one; where there is none, null and why.
+        const PairedRatio ratio = paired_ratio(r);
+        out += ", \"ratio\": " + json_number(ok && ratio.available ? ratio.median : nan);
+        out += ", \"ratio_note\": " + json_string(ok ? ratio.why_none() : "");
+        out += ", \"ratio_min\": " + json_number(ok && ratio.available ? ratio.min : nan);
+        out += ", \"ratio_q1\": " + json_number(ok && ratio.available ? ratio.q1 : nan);
+        out += ", \"ratio_q3\": " + json_number(ok && ratio.available ? ratio.q3 : nan);
+        out += ", \"ratio_max\": " + json_number(ok && ratio.available ? ratio.max : nan);
+        out += std::string(", \"bimodal\": ") + (ok && (ratio.raw_bimodal || ratio.cudyn_bimodal) ? "true" : "false");
+        out += std::string(", \"raw_bimodal\": ") + (ok && ratio.raw_bimodal ? "true" : "false");
+        out += std::string(", \"cudyn_bimodal\": ") + (ok && ratio.cudyn_bimodal ? "true" : "false");
+        out += ", \"round_ratios\": " + json_numbers(ok ? ratio.rounds : std::vector<double>{});
         out += ", \"unit\": " + json_string(r.unit);
         out += ", \"iterations\": " + std::to_string(r.iterations);
         out += ", \"samples\": " + std::to_string(r.samples);
@@ -449,27 +478,84 @@ Spread spread(std::vector<double> samples) {
 
 namespace {
 
-// What a case's samples say beyond its one statistic: each side's spread, and
-// a warning where either side is bimodal (and the ratio would read as a gain).
+// The value at fraction `at` (0..1) of sorted `values`, interpolating
+// between neighbours.
+double quantile(const std::vector<double>& sorted, double at) {
+    if (sorted.empty()) return 0;
+    const double position = at * static_cast<double>(sorted.size() - 1);
+    const std::size_t below = static_cast<std::size_t>(position);
+    if (below + 1 >= sorted.size()) return sorted.back();
+    const double fraction = position - static_cast<double>(below);
+    return sorted[below] + fraction * (sorted[below + 1] - sorted[below]);
+}
+
+}  // namespace
+
+PairedRatio paired_ratio(const CaseResult& result) {
+    PairedRatio out;
+    const std::vector<double>& raw = result.raw_samples;
+    const std::vector<double>& cudyn = result.cudyn_samples;
+    if (raw.empty() || raw.size() != cudyn.size()) return out;
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+        if (!(raw[i] > 0)) return out;  // a round without a raw time has no ratio
+        out.rounds.push_back(cudyn[i] / raw[i]);
+    }
+    out.paired = true;
+    out.raw_bimodal = spread(raw).bimodal;
+    out.cudyn_bimodal = spread(cudyn).bimodal;
+    out.available = !out.raw_bimodal && !out.cudyn_bimodal;
+    std::vector<double> sorted = out.rounds;
+    std::sort(sorted.begin(), sorted.end());
+    out.median = median(sorted);
+    out.min = sorted.front();
+    out.max = sorted.back();
+    out.q1 = quantile(sorted, 0.25);
+    out.q3 = quantile(sorted, 0.75);
+    return out;
+}
+
+std::string PairedRatio::why_none() const {
+    if (available) return "";
+    if (!paired) return "unpaired: no ratio";
+    return "bimodal: no ratio";
+}
+
+double CaseResult::ratio() const {
+    const PairedRatio paired = paired_ratio(*this);
+    return paired.available ? paired.median : 0;
+}
+
+namespace {
+
+// What a case's samples say beyond its one statistic: each side's spread, the
+// rounds' ratios, and which side was bimodal where there is no ratio.
 void add_spread_notes(CaseResult& result) {
     if (result.raw_samples.empty() || result.cudyn_samples.empty()) return;
     const Spread raw = spread(result.raw_samples);
     const Spread cudyn = spread(result.cudyn_samples);
-    char line[256];
+    const PairedRatio ratio = paired_ratio(result);
+    char line[320];
     std::snprintf(line, sizeof line, "spread over %zu rounds: raw %.4g / %.4g / %.4g, cudyn %.4g / %.4g / %.4g (min / median / max %s)",
                   result.raw_samples.size(), raw.min, raw.median, raw.max, cudyn.min, cudyn.median, cudyn.max,
                   result.unit.c_str());
     result.notes.push_back(line);
+    if (ratio.paired) {
+        std::snprintf(line, sizeof line,
+                      "the rounds' ratios (cudyn/raw of each round): min %.3f, quartiles %.3f / %.3f / %.3f, max %.3f",
+                      ratio.min, ratio.q1, ratio.median, ratio.q3, ratio.max);
+        result.notes.push_back(line);
+    } else {
+        result.notes.push_back("raw and cudyn rounds do not pair up (" + std::to_string(result.raw_samples.size()) +
+                               " raw, " + std::to_string(result.cudyn_samples.size()) + " cudyn): no ratio");
+    }
     if (raw.bimodal || cudyn.bimodal)
-        result.notes.push_back(std::string("BIMODAL rounds (") + (raw.bimodal ? "raw" : "") +
-                               (raw.bimodal && cudyn.bimodal ? " and " : "") + (cudyn.bimodal ? "cudyn" : "") +
-                               "): the ratio is no speed claim" +
-                               (result.ratio() < 1 ? ", and in particular not 'faster than raw'" : ""));
+        result.notes.push_back(std::string("bimodal: no ratio (the ") + (raw.bimodal ? "raw" : "") +
+                               (raw.bimodal && cudyn.bimodal ? " and the " : "") + (cudyn.bimodal ? "cudyn" : "") +
+                               " rounds fall in two separate groups)");
     result.extra.push_back({"raw_min", raw.min});
     result.extra.push_back({"raw_max", raw.max});
     result.extra.push_back({"cudyn_min", cudyn.min});
     result.extra.push_back({"cudyn_max", cudyn.max});
-    result.extra.push_back({"bimodal", (raw.bimodal || cudyn.bimodal) ? 1.0 : 0.0});
 }
 
 }  // namespace
@@ -538,10 +624,22 @@ int run_harness(int argc, char** argv) {
         return 0;
     }
 
+    // A --case that names no case is a typo, not an empty selection.
+    for (const std::string& name : options.names) {
+        const bool known = std::any_of(case_registry().begin(), case_registry().end(),
+                                       [&](const Case& c) { return name == c.name; });
+        if (!known) {
+            std::fprintf(stderr, "cudyn-bench: no case named '%s' (see --list)\n", name.c_str());
+            return 2;
+        }
+    }
     std::vector<const Case*> selected;
-    for (const Case& benchmark_case : case_registry())
-        if (options.filter.empty() || std::strstr(benchmark_case.name, options.filter.c_str()) != nullptr)
-            selected.push_back(&benchmark_case);
+    for (const Case& benchmark_case : case_registry()) {
+        const bool by_filter = !options.filter.empty() && std::strstr(benchmark_case.name, options.filter.c_str()) != nullptr;
+        const bool by_name = std::find(options.names.begin(), options.names.end(), benchmark_case.name) != options.names.end();
+        const bool everything = options.filter.empty() && options.names.empty();
+        if (everything || by_filter || by_name) selected.push_back(&benchmark_case);
+    }
 
     if (options.list) {
         std::size_t width = 0;
@@ -595,7 +693,13 @@ std::string format(const char* pattern, double value) {
 }
 
 void add_target_note(CaseResult& result, const char* what, double limit, bool higher_is_better) {
-    const double ratio = result.ratio();
+    const PairedRatio paired = paired_ratio(result);
+    if (!paired.available) {
+        result.notes.push_back(std::string(what) + ": " + paired.why_none() + ", target " +
+                               (higher_is_better ? ">= " : "<= ") + format("%.2f", limit) + " not judged");
+        return;
+    }
+    const double ratio = paired.median;
     const bool met = higher_is_better ? ratio >= limit : ratio <= limit;
     result.notes.push_back(std::string(what) + ": cudyn/raw " + format("%.3f", ratio) + ", target " +
                            (higher_is_better ? ">= " : "<= ") + format("%.2f", limit) + ": " +

@@ -1,7 +1,8 @@
 // cudyn-bench — the harness: case registry, timing helpers, child processes,
 // the table on stdout and the JSON file. A case times one operation through
-// cudyn and the same operation on the raw driver, in the same run, and
-// reports both and their ratio; cases register themselves at namespace scope
+// cudyn and the same operation on the raw driver in rounds, each round one
+// raw sample and one cudyn sample taken back to back, and reports both sides
+// and the ratio of each round (paired_ratio); cases register themselves at namespace scope
 // (CaseRegistrar), and those that must measure a fresh process register a
 // child the harness re-executes (/proc/self/exe --child NAME).
 #pragma once
@@ -29,7 +30,10 @@ struct Settings {
 enum class Status { Ok, Skipped, Failed };
 
 // What one case reports. raw and cudyn are in `unit` (per operation for
-// per-call cases, per process for first-use cases).
+// per-call cases, per process for first-use cases). raw_samples[i] and
+// cudyn_samples[i] are round i: taken back to back, so what drifts over the
+// run (clocks, caches, the driver's state) touches both alike, and their
+// quotient is the round's ratio.
 struct CaseResult {
     Status status = Status::Ok;
     std::string reason;           // why skipped or failed
@@ -42,10 +46,12 @@ struct CaseResult {
     std::string statistic;        // how raw/cudyn were chosen from the samples ("min", "median")
     std::vector<std::pair<std::string, double>> extra;  // further numbers, e.g. {"delta_ms", 0.12}
     std::vector<std::string> notes;                     // printed under the table
-    std::vector<double> raw_samples;                    // every sample, for the JSON file
-    std::vector<double> cudyn_samples;
+    std::vector<double> raw_samples;                    // one per round, for the ratio and the JSON file
+    std::vector<double> cudyn_samples;                  // the same rounds, in the same order
 
-    double ratio() const { return raw > 0 ? cudyn / raw : 0; }
+    // The median of the rounds' ratios (paired_ratio), 0 where there is none
+    // (rounds missing or unequal, or either side bimodal).
+    double ratio() const;
 };
 
 CaseResult skipped(std::string reason);
@@ -99,6 +105,24 @@ struct Spread {
 };
 Spread spread(std::vector<double> samples);
 
+// A case's ratio from its paired rounds: cudyn_samples[i] / raw_samples[i]
+// for each round, summarized by their median with min / quartiles / max. The
+// quotient of two separate medians is not used: it can come from two
+// different rounds and hide how far the rounds disagree. Where either side's
+// rounds are bimodal there is no ratio (`available` false): which group a
+// round fell into would decide it.
+struct PairedRatio {
+    bool paired = false;        // equal, non-empty rounds with a positive raw sample each
+    bool raw_bimodal = false;
+    bool cudyn_bimodal = false;
+    bool available = false;     // paired and neither side bimodal
+    double median = 0, min = 0, q1 = 0, q3 = 0, max = 0;  // of the rounds' ratios (set when paired)
+    std::vector<double> rounds; // every round's ratio, in round order
+    // "" where available; else why not ("bimodal: no ratio", "unpaired: no ratio").
+    std::string why_none() const;
+};
+PairedRatio paired_ratio(const CaseResult& result);
+
 // Makes the compiler assume `value` is read (so the loop computing it stays)
 // and that memory may have changed (so globals are reloaded after it).
 // GCC/Clang inline asm: the harness is POSIX-only (it re-executes itself).
@@ -113,8 +137,10 @@ inline void clobber_memory() { __asm__ __volatile__("" : : : "memory"); }
 
 // --- in-process comparisons --------------------------------------------------
 
-// Times raw_loop(n) and cudyn_loop(n) alternately, `repetitions` times each
-// after one short warm-up, and reports the best ns per operation of each. A
+// Times raw_loop(n) and cudyn_loop(n) as a pair per round, `repetitions`
+// rounds after one short warm-up, the side going first alternating by round
+// (so a drift during the run favours neither), and reports the median ns per
+// operation of each side (the best of each goes in `extra`). A
 // loop returns how many of its calls gave a wrong answer (checking the answers
 // also keeps the compiler from dropping the calls); any is a failure. The
 // caller fills in operation and unit.
@@ -146,15 +172,18 @@ CaseResult compare_loops(const Settings& settings, std::uint64_t default_iterati
     if (raw_wrong != 0 || cudyn_wrong != 0)
         return failed("wrong answers: raw " + std::to_string(raw_wrong) + ", cudyn " + std::to_string(cudyn_wrong));
 
-    result.raw = minimum(result.raw_samples);
-    result.cudyn = minimum(result.cudyn_samples);
+    std::vector<double> differences;
+    for (std::size_t i = 0; i < result.raw_samples.size(); ++i)
+        differences.push_back(result.cudyn_samples[i] - result.raw_samples[i]);
+    result.raw = median(result.raw_samples);
+    result.cudyn = median(result.cudyn_samples);
     result.iterations = iterations;
     result.samples = repetitions;
-    result.statistic = "best";
+    result.statistic = "median";
     result.extra = {
-        {"delta_ns", result.cudyn - result.raw},
-        {"raw_median", median(result.raw_samples)},
-        {"cudyn_median", median(result.cudyn_samples)},
+        {"delta_ns", median(differences)},  // the median of the rounds' differences
+        {"raw_best", minimum(result.raw_samples)},
+        {"cudyn_best", minimum(result.cudyn_samples)},
     };
     return result;
 }
@@ -165,7 +194,8 @@ CaseResult compare_loops(const Settings& settings, std::uint64_t default_iterati
 std::string format(const char* pattern, double value);
 
 // "WHAT: cudyn/raw R, target <= L: met" (or ">= L" when higher is better),
-// the line every case with a ratio target prints.
+// the line every case with a ratio target prints; R is the paired ratio, and
+// where there is none the line says why and that the target is not judged.
 void add_target_note(CaseResult& result, const char* what, double limit, bool higher_is_better = false);
 
 // --- child processes ---------------------------------------------------------

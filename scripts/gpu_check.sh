@@ -4,9 +4,11 @@
 # docs/measurements and the README.
 #   BENCH=0             no benchmarks
 #   BENCH_ARGS="..."    cudyn-bench's options (e.g. --filter vmm/)
-#   BENCH_RUNS=N        N fresh cudyn-bench processes (scripts/bench_repeat.py: the
-#                       median per case; each run's JSON in $OUT/bench-runs) instead of one
+#   BENCH_RUNS=N        N fresh cudyn-bench processes (scripts/bench_repeat.py: per case
+#                       the median of the processes' paired ratios, no ratio where any
+#                       process was bimodal; each run's JSON in $OUT/bench-runs) instead of one
 #   BENCH_TIMEOUT=S     seconds per cudyn-bench process (default 300)
+#   BENCH_ONLY=1        build, then only the benchmarks (no cudyn-info, gpu suite or examples)
 set -uo pipefail
 out="${OUT:-$PWD/gpu-out}"
 mkdir -p "$out"
@@ -15,9 +17,15 @@ build=/tmp/cudyn-gpu-build
 {
     nvidia-smi -L
     nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
-    meson setup "$build" -Dbench=enabled -Dtsan_test=disabled --buildtype=release >/dev/null &&
-        ninja -C "$build" >/dev/null && echo "build ok"
+    if [ "${BENCH_ONLY:-0}" = 1 ]; then  # the library and cudyn-bench, no test suites
+        meson setup "$build" -Dbench=enabled -Dtests=disabled --buildtype=release >/dev/null &&
+            ninja -C "$build" bench/cudyn-bench >/dev/null && echo "build ok (bench only)"
+    else
+        meson setup "$build" -Dbench=enabled -Dtsan_test=disabled --buildtype=release >/dev/null &&
+            ninja -C "$build" >/dev/null && echo "build ok"
+    fi
 } 2>&1 | tee "$out/build.log"
+if [ "${BENCH_ONLY:-0}" != 1 ]; then
 "$build/tools/cudyn-info" --json > "$out/cudyn-info.json"
 "$build/tools/cudyn-info" | tee "$out/cudyn-info.txt"
 meson test -C "$build" --suite gpu --print-errorlogs --num-processes 1 "$@" 2>&1 | tail -n 60 | tee "$out/gpu-tests.log"
@@ -44,6 +52,7 @@ python3 scripts/test_summary.py "$build/meson-logs/testlog.json" | tee -a "$out/
         done
     fi
 } 2>&1 | tee "$out/examples.log"
+fi
 if [ "${BENCH:-1}" = 1 ] && [ "${BENCH_RUNS:-1}" -gt 1 ]; then
     timeout "$(( ${BENCH_TIMEOUT:-300} * BENCH_RUNS ))" python3 scripts/bench_repeat.py "$build/bench/cudyn-bench" \
         --runs "$BENCH_RUNS" --out "$out/bench-runs" -- ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
