@@ -196,6 +196,23 @@ Result<CopyPlan::Path> CopyPlan::execute_via(Path path, StreamRef stream) const 
     return run(path, stream, order_ == SourceAccessOrder::DuringCall);
 }
 
+namespace {
+
+// What DuringCall promises the caller: every source read when execute
+// returns. Issued copies cannot be taken back, so a failed wait says so.
+Result<void> wait_until_sources_read(bool wait_for_sources, StreamRef stream, std::size_t count) {
+    if (!wait_for_sources) return ok();
+    auto waited = call_driver(&DriverTable::cuStreamSynchronize_v2000, stream.handle());
+    if (waited) return ok();
+    Error error = std::move(waited).error();
+    error.message += " (all " + std::to_string(count) +
+                     " copies were issued; waiting for them to read their sources, as "
+                     "SourceAccessOrder::DuringCall promises, failed)";
+    return error;
+}
+
+}  // namespace
+
 Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_sources) const {
     const std::size_t count = sizes_.size();
     if (path == Path::PerCopy) {
@@ -207,18 +224,8 @@ Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_
             detail::note_failed_step(error, "copy", i, count);
             return error;
         }
-        // cuMemcpyAsync reads its source in stream order; DuringCall promised
-        // the caller that the sources are read when execute returns.
-        if (wait_for_sources) {
-            auto waited = call_driver(&DriverTable::cuStreamSynchronize_v2000, stream.handle());
-            if (!waited) {
-                Error error = std::move(waited).error();
-                error.message += " (all " + std::to_string(count) +
-                                 " copies were issued; waiting for them to read their sources, as "
-                                 "SourceAccessOrder::DuringCall promises, failed)";
-                return error;
-            }
-        }
+        // cuMemcpyAsync reads its source in stream order.
+        CUDYN_TRY(wait_until_sources_read(wait_for_sources, stream, count));
         return path;
     }
 
@@ -236,7 +243,14 @@ Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_
                                     &attributes, &first_copy, std::size_t{1}, stream.handle())
                       : call_driver(&DriverTable::cuMemcpyBatchAsync_v12080, destinations, sources, sizes, count,
                                     &attributes, &first_copy, std::size_t{1}, &failed, stream.handle());
-    if (issued) return path;
+    if (issued) {
+        // DuringCall promises the sources are read when execute returns, but
+        // the batch does not keep that promise for pageable memory: driver
+        // 580 read the tail of a 64 MiB pageable DURING_API_CALL source
+        // after the call had returned.
+        CUDYN_TRY(wait_until_sources_read(wait_for_sources, stream, count));
+        return path;
+    }
     Error error = std::move(issued).error();
     error.message += " (one call for the batch of " + std::to_string(count) + " copies; ";
     if (failed < count)

@@ -6,6 +6,7 @@
 #include "fake_state.hpp"
 #include "fake_enum.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -298,18 +299,30 @@ CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, st
 //
 // Within a batch the driver gives no order: the fake runs the copies last to
 // first, so a caller relying on the order it listed them in is caught. The
-// destination is written in stream order whatever the source order says;
-// the source is read when the work runs (STREAM, ANY; but see pageable
-// sources below), or at the call
-// (DURING_API_CALL: the caller may reuse it once the call returns). Untracked
-// addresses are pageable host memory, as with cuMemcpyAsync (the real driver
-// took an unmapped 0x1000 for host memory and crashed). When the call
-// returns follows cuda.h's rule for asynchronous copies (\note_async), as
-// cuMemcpyAsync does here: a batch with a pageable destination returns once
-// its work is done; otherwise at once, a pageable source (STREAM or
-// DURING_API_CALL) taken at the call as the driver stages it, so a caller
-// that reads a destination without waiting for the stream sees old bytes.
-// ANY sources are read when the work runs, the latest the order allows.
+// destination is written in stream order whatever the source order says.
+// Untracked addresses are pageable host memory, as with cuMemcpyAsync (the
+// real driver took an unmapped 0x1000 for host memory and crashed). When the
+// call returns and when each source is read follow what driver 580 did with
+// a batch queued behind a long kernel:
+//   * a pageable source in STREAM order: the call returns once the copy is
+//     done (it waited for the work before it);
+//   * a pageable source with DURING_API_CALL or ANY: the call returns at
+//     once with the source's first kStagedAtCall bytes taken; the rest is
+//     read when the work runs, after the call returned (the driver read the
+//     tail of a 64 MiB source after its return, DURING_API_CALL or not);
+//   * a pinned or device source: read when the work runs (STREAM, ANY; the
+//     call returns at once), or at the call with DURING_API_CALL; a pinned
+//     one then returns once the copy is done (measured), a device one at
+//     once (not measured: the documented minimum);
+//   * a pageable destination: the call returns at once, the destination
+//     written when the work runs (the driver returned with a 4 KiB
+//     destination not yet written, and a 64 MiB one written only in part).
+// A batch returns once its work is done when any copy asks for it.
+// How much of a pageable DURING_API_CALL or ANY source a batch takes at the
+// call: 4 KiB was taken whole, 64 MiB only in part; where between the driver
+// stops was not measured.
+constexpr std::size_t kStagedAtCall = std::size_t{64} << 10;
+
 CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUmemcpyAttributes* attrs,
                       size_t* attrIdxs, size_t numAttrs, size_t* failIdx, CUstream stream, bool per_thread) {
     State& st = fake::state();
@@ -331,7 +344,8 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
     struct Planned {
         Operand to, from;
         std::size_t n;
-        bool read_at_call;  // DURING_API_CALL, or a pageable source staged in STREAM order
+        std::size_t at_call;  // the source's first bytes read at the call (n: all of it)
+        std::shared_ptr<std::vector<unsigned char>> prefix;
     };
     std::vector<Planned> copies;
     const auto refuse = [&](size_t i) {
@@ -345,7 +359,7 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
     };
     copies.reserve(count);
     size_t k = 0;
-    bool pageable_destination = false;
+    bool returns_when_done = false;
     for (size_t i = 0; i < count; ++i) {
         while (k + 1 < numAttrs && attrIdxs[k + 1] <= i) ++k;
         const std::size_t n = sizes[i];
@@ -353,32 +367,40 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
         Operand to = unified(st, dsts[i]);
         Operand from = unified(st, srcs[i]);
         if (check_present(st, to, n) != CUDA_SUCCESS || check_present(st, from, n) != CUDA_SUCCESS) return refuse(i);
-        pageable_destination = pageable_destination || side_of(st, to.address) == Side::Pageable;
         const int order = fake::raw(attrs[k].srcAccessOrder);
-        const bool staged = side_of(st, from.address) == Side::Pageable && order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-        copies.push_back({to, from, n, order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL || staged});
+        const Side source_side = side_of(st, from.address);
+        std::size_t at_call = 0;
+        if (source_side == Side::Pageable) {
+            if (order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) returns_when_done = true;
+            else at_call = std::min(n, kStagedAtCall);
+        } else if (order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) {
+            at_call = n;
+            returns_when_done = returns_when_done || source_side == Side::Pinned;
+        }
+        copies.push_back({to, from, n, at_call, nullptr});
     }
-    // Every copy was accepted: now (and only now) read the DURING_API_CALL
-    // sources and stage the pageable ones.
+    // Every copy was accepted: now (and only now) read what is read at the call.
     for (Planned& copy : copies) {
-        if (!copy.read_at_call) continue;
-        const auto* bytes = static_cast<const unsigned char*>(locate(st, copy.from, copy.n));
-        copy.from.staged = std::make_shared<std::vector<unsigned char>>(bytes, bytes + copy.n);
-        copy.from.how = Operand::How::Staged;
+        if (copy.at_call == 0) continue;
+        const auto* bytes = static_cast<const unsigned char*>(locate(st, copy.from, copy.at_call));
+        copy.prefix = std::make_shared<std::vector<unsigned char>>(bytes, bytes + copy.at_call);
     }
     if (failIdx) *failIdx = SIZE_MAX;
     return submit(
         st, queue,
         [copies = std::move(copies)](State& s) {
             for (auto copy = copies.rbegin(); copy != copies.rend(); ++copy) {
-                void* to = locate(s, copy->to, copy->n);
-                void* from = locate(s, copy->from, copy->n);
-                if (!to || !from) return CUDA_ERROR_ILLEGAL_ADDRESS;
-                std::memmove(to, from, copy->n);
+                auto* to = static_cast<unsigned char*>(locate(s, copy->to, copy->n));
+                if (!to) return CUDA_ERROR_ILLEGAL_ADDRESS;
+                if (copy->prefix) std::memmove(to, copy->prefix->data(), copy->at_call);
+                if (copy->at_call == copy->n) continue;
+                const auto* from = static_cast<const unsigned char*>(locate(s, copy->from, copy->n));
+                if (!from) return CUDA_ERROR_ILLEGAL_ADDRESS;
+                std::memmove(to + copy->at_call, from + copy->at_call, copy->n - copy->at_call);
             }
             return CUDA_SUCCESS;
         },
-        pageable_destination ? Returns::WhenDone : Returns::AtOnce);
+        returns_when_done ? Returns::WhenDone : Returns::AtOnce);
 }
 #endif
 

@@ -36,8 +36,9 @@ enum class SourceAccessOrder {
     // During the execute() call, out of stream order: execute() returns once
     // every source has been read, so the caller may reuse or free the sources
     // then (a stack buffer, say). The caller promises that no earlier work on
-    // the stream uses them. On the per-copy path cudyn waits for the stream
-    // before returning, to keep that promise to the caller.
+    // the stream uses them. cudyn waits for the stream before returning, on
+    // every path: cuMemcpyAsync reads in stream order, and the batch reads
+    // the tail of a large pageable source after it returns.
     DuringCall,
     // Whenever the driver likes, out of stream order, also after execute()
     // returns: the sources must stay untouched until the stream reaches the

@@ -591,12 +591,13 @@ std::vector<std::uint32_t> words_now(CUdeviceptr address, std::size_t count) {
 
 }  // namespace
 
-TEST_CASE("CopyPlan::execute(stream) returns before copies from pageable memory ran: reading the destination needs "
-          "the documented stream wait, and the wait is enough",
+TEST_CASE("CopyPlan::execute(stream) from pageable memory: a batch in stream order returns once done, the other "
+          "orders at once; reading the destination needs the documented stream wait, and the wait is enough",
           "[emulated][cuda12][cuda11][legacy][copy-plan]") {
-    // As the driver documents for asynchronous copies (\note_async): a
-    // pageable source is staged and the call returns without waiting for
-    // the stream; a pageable destination is written when the call returns.
+    // As driver 580 did with a batch behind a long kernel: a pageable source
+    // in stream order returns once the copy is done; DURING_API_CALL and ANY
+    // return at once with the source (its first 64 KiB) taken. cuMemcpyAsync
+    // (the per-copy path) stages a pageable source and returns at once.
     auto context = activate(0);
     auto stream = new_stream();
     for (const SourceAccessOrder order : {SourceAccessOrder::Stream, SourceAccessOrder::DuringCall, SourceAccessOrder::Any}) {
@@ -608,8 +609,9 @@ TEST_CASE("CopyPlan::execute(stream) returns before copies from pageable memory 
         {
             const ScopedStreamDelay slow(20000);
             const auto path = take(plan.execute(stream));
-            if (order == SourceAccessOrder::DuringCall && path == CopyPlan::Path::PerCopy) {
-                // cudyn waits for the stream there, to keep DuringCall's promise.
+            const bool batch = path != CopyPlan::Path::PerCopy;
+            if (order == SourceAccessOrder::DuringCall || (batch && order == SourceAccessOrder::Stream)) {
+                // cudyn waits for DuringCall's promise; a stream-order batch waited itself.
                 CHECK(words_now(destination.device_address(), kWords) == iota_vector(kWords, 3000));
             } else {
                 // Read without the wait: the copy has not run yet.
@@ -623,8 +625,36 @@ TEST_CASE("CopyPlan::execute(stream) returns before copies from pageable memory 
     }
 }
 
-TEST_CASE("CopyPlan::execute(stream) into pinned memory returns before the copy ran; into pageable memory once it ran",
+TEST_CASE("CopyPlan DuringCall: a large pageable source may be reused as soon as execute returns",
           "[emulated][cuda12][cuda11][legacy][copy-plan]") {
+    // The batch takes only a pageable source's first bytes at the call and
+    // reads the rest when the copy runs (driver 580 read the tail of a
+    // 64 MiB source after the call returned): without cudyn's wait, the
+    // overwrite below would reach the destination's tail.
+    auto context = activate(0);
+    auto stream = new_stream();
+    constexpr std::size_t kLarge = std::size_t{1} << 18;  // 1 MiB of words: beyond what is taken at the call
+    std::vector<std::uint32_t> pageable = iota_vector(kLarge, 7000);
+    const auto destination = device_words<std::uint32_t>(kLarge, 0);
+    CopyPlan plan(SourceAccessOrder::DuringCall);
+    require_ok(plan.add(destination.device_span(), pageable));
+    {
+        const ScopedStreamDelay slow(20000);
+        (void)take(plan.execute(stream));
+        pageable.assign(kLarge, 0xDEADu);
+    }
+    require_ok(stream.synchronize());
+    const auto written = words_now(destination.device_address(), kLarge);
+    const auto expected = iota_vector(kLarge, 7000);
+    const auto differ = std::mismatch(written.begin(), written.end(), expected.begin());
+    INFO("first word that differs: " << (differ.first - written.begin()) << " of " << kLarge);
+    CHECK(differ.first == written.end());
+}
+
+TEST_CASE("CopyPlan::execute(stream) into pinned or pageable memory returns before the copy ran",
+          "[emulated][cuda12][cuda11][legacy][copy-plan]") {
+    // Driver 580 returned from a batch into a 4 KiB pageable destination
+    // before writing it (and from a 64 MiB one with it written in part).
     auto context = activate(0);
     auto stream = new_stream();
     const auto source = device_words<std::uint32_t>(kWords, 4000);
@@ -642,12 +672,12 @@ TEST_CASE("CopyPlan::execute(stream) into pinned memory returns before the copy 
         CHECK(std::vector<std::uint32_t>(pinned.begin(), pinned.end()) == iota_vector(kWords, 4000));
     }
     {
-        // A pageable destination: the driver returns once the copy is done,
-        // as the driver documents it for cuMemcpyAsync.
         CopyPlan plan;
         require_ok(plan.add(HostSpan<std::uint32_t>(pageable), source.device_span()));
         const ScopedStreamDelay slow(20000);
-        (void)take(plan.execute(stream));
+        const auto path = take(plan.execute(stream));
+        if (path != CopyPlan::Path::PerCopy) CHECK(pageable == std::vector<std::uint32_t>(kWords, 0u));
+        require_ok(stream.synchronize());
         CHECK(pageable == iota_vector(kWords, 4000));
     }
 }
