@@ -471,33 +471,46 @@ TEST_CASE("advice and prefetch to device and host agree with the range attribute
     // location ABI (12.2+) resolved. A node exists only where the system is
     // NUMA-aware for UVM (HOST_NUMA_ID >= 0; node 0 on the machines measured).
     // Driver 580 (H100, H200) reports a prefetch to a node in the typed
-    // attributes (HOST_NUMA and the node), so that is asserted, from a range
-    // the typed attributes put on device 0 first. A preferred location of a
-    // host NUMA node it accepts but does not record: the range keeps the
-    // preferred location it had. The advice is therefore checked against the
-    // same raw driver call on a second range from the same state: cudyn must
-    // leave exactly what the driver's own call leaves.
+    // attributes (HOST_NUMA and the node), so that is asserted, on a fresh
+    // range put on device 0 first (after the mixed prefetches above, a whole
+    // range's last prefetch location no longer reads as one place). A
+    // preferred location of a host NUMA node it accepts but does not record:
+    // the range keeps the preferred location it had. The advice is therefore
+    // checked against the same raw driver call on a second fresh range from
+    // the same state: cudyn must leave exactly what the driver's call leaves.
     auto numa_id = context.device().attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
     REQUIRE(numa_id.has_value());
     if (driver_has_location_abi() && *numa_id >= 0) {
         const int node = *numa_id;
         INFO("host NUMA node " << node);
+        auto fresh = cudyn::ManagedBuffer<std::uint32_t>::allocate(count);
+        auto twin = cudyn::ManagedBuffer<std::uint32_t>::allocate(count);
+        REQUIRE(fresh.has_value());
+        REQUIRE(twin.has_value());
+        for (std::size_t i = 0; i < count; ++i) (*fresh)[i] = pattern(i);
+        auto fresh_hints = fresh->managed_range();
+        auto twin_hints = twin->managed_range();
+        REQUIRE(fresh_hints.has_value());
+        REQUIRE(twin_hints.has_value());
+        const CUdeviceptr fresh_base = fresh->device_address();
+        const CUdeviceptr twin_base = twin->device_address();
+
         const auto typed_prefetch_location = [&] {
-            return std::make_pair(range_attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, base, bytes),
-                                  range_attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, base, bytes));
+            return std::make_pair(
+                range_attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, fresh_base, bytes),
+                range_attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, fresh_base, bytes));
         };
-        REQUIRE(hints->prefetch_to(Location::device(0), *stream).has_value());
+        REQUIRE(fresh_hints->prefetch_to(Location::device(0), *stream).has_value());
         REQUIRE(stream->synchronize().has_value());
         REQUIRE(typed_prefetch_location() == std::make_pair(int{CU_MEM_LOCATION_TYPE_DEVICE}, 0));
-        auto numa = hints->prefetch_to(Location::host_numa(node), *stream);
+        auto numa = fresh_hints->prefetch_to(Location::host_numa(node), *stream);
         REQUIRE((numa ? std::string() : numa.error().describe()) == "");
         REQUIRE(stream->synchronize().has_value());
-        CHECK(typed_prefetch_location() == std::make_pair(int{CU_MEM_LOCATION_TYPE_HOST_NUMA}, node));
-        CHECK((*managed)[count - 1] == pattern(count - 1));
+        const auto after_prefetch = typed_prefetch_location();
+        INFO("last prefetch location type " << after_prefetch.first << ", id " << after_prefetch.second);
+        CHECK(after_prefetch == std::make_pair(int{CU_MEM_LOCATION_TYPE_HOST_NUMA}, node));
+        CHECK((*fresh)[count - 1] == pattern(count - 1));
 
-        auto twin = cudyn::ManagedBuffer<std::uint32_t>::allocate(count);
-        REQUIRE(twin.has_value());
-        const CUdeviceptr twin_base = twin->device_address();
         const CUmemLocation numa_location{CU_MEM_LOCATION_TYPE_HOST_NUMA, node};
         const auto preferred = [&](CUdeviceptr at) {
             return std::make_pair(range_attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, at, bytes),
@@ -505,21 +518,18 @@ TEST_CASE("advice and prefetch to device and host agree with the range attribute
         };
         for (const Location start : {Location::device(0), Location::host()}) {
             INFO("preferred location before: type " << static_cast<int>(start.to_cu().type));
-            REQUIRE(hints->set_preferred_location(start).has_value());
-            auto twin_hints = twin->managed_range();
-            REQUIRE(twin_hints.has_value());
+            REQUIRE(fresh_hints->set_preferred_location(start).has_value());
             REQUIRE(twin_hints->set_preferred_location(start).has_value());
-            REQUIRE(preferred(base) == preferred(twin_base));
-            auto advised = hints->set_preferred_location(Location::host_numa(node));
+            REQUIRE(preferred(fresh_base) == preferred(twin_base));
+            auto advised = fresh_hints->set_preferred_location(Location::host_numa(node));
             REQUIRE((advised ? std::string() : advised.error().describe()) == "");
             REQUIRE(cudyn::call_driver(&cudyn::DriverTable::cuMemAdvise_v12020, twin_base, bytes,
                                        CU_MEM_ADVISE_SET_PREFERRED_LOCATION, numa_location)
                         .has_value());
-            const auto after = preferred(base);
+            const auto after = preferred(fresh_base);
             INFO("the range reports preferred location type " << after.first << ", id " << after.second);
             CHECK(after == preferred(twin_base));
         }
-        REQUIRE(hints->unset_preferred_location().has_value());
     }
 
     auto attributes = cudyn::pointer_attributes(base + 4096);
