@@ -169,6 +169,32 @@ def trials_cell(d):
     return "%d of %d work%s" % (works, len(trials), ", PTX ISA " + ptx if ptx else "")
 
 
+STREAM_OPS_V2 = [("cuStreamWriteValue32", 11070), ("cuStreamWaitValue32", 11070), ("cuStreamBatchMemOp", 11070)]
+
+
+def stream_ops_cell(d):
+    # The 11.7 ABI needs no attribute; the 8.0 one only where the device
+    # enables it (CAN_USE_STREAM_MEM_OPS_V1, which cudyn-info does not report).
+    if d.predates(STREAM_OPS_V2):
+        return NOT_IN_REPORT
+    if all(d.has(name, version) for name, version in STREAM_OPS_V2):
+        return "yes"
+    if d.has("cuStreamWriteValue32", 8000):
+        return "8.0 ABI, where the device enables it"
+    return "NotSupported"
+
+
+def stream_ops_wide_cell(d):
+    if d.predates(STREAM_OPS_V2, ["stream_memory_ops_64_bit", "stream_wait_value_nor"]):
+        return NOT_IN_REPORT
+    if all(d.has(name, version) for name, version in STREAM_OPS_V2):
+        wide, nor = d.cap("stream_memory_ops_64_bit"), d.cap("stream_wait_value_nor")
+        return "yes" if wide and nor else ("64-bit only" if wide else ("NOR only" if nor else "NotSupported"))
+    if d.has("cuStreamWriteValue32", 8000):
+        return "8.0 ABI: the _V1 attributes decide"
+    return "NotSupported"
+
+
 ROWS = [
     ("driver loaded (version, entries resolved, how)", loader_row),
     ("`DeviceBuffer`, `DeviceSpan`, `PinnedBuffer`, `HostRegistration`", feature(lambda d: "yes")),
@@ -194,6 +220,16 @@ ROWS = [
      feature(lambda d: yes_if(d.has("cuMemPoolCreate", 11020) and d.cap("memory_pools")))),
     ("`export_allocation` (from an address alone)", feature(share_any_cell)),
     ("capability trials (`fingerprint_device`, `cudyn-info`)", feature(trials_cell)),
+    ("stream memory operations (`write_value32`, `wait_value32`, `StreamMemoryBatch`)", feature(stream_ops_cell)),
+    ("64-bit values and the NOR wait in stream memory operations", feature(stream_ops_wide_cell)),
+    ("`attach_to_stream` (managed memory)",
+     feature(lambda d: NOT_IN_REPORT if d.predates([("cuStreamAttachMemAsync", 6000)])
+             else yes_if(d.has("cuStreamAttachMemAsync", 6000) and d.cap("managed_memory")))),
+    ("range-wide VMM access (`set_range_access`, `range_span_as`)",
+     feature(lambda d: yes_if(d.has("cuMemSetAccess", 10020) and d.cap("virtual_memory_management")))),
+    ("`ImportedPoolMemory::free(stream)`",
+     feature(lambda d: yes_if(d.has("cuMemPoolImportPointer", 11020) and d.has("cuMemFreeAsync", 11020)
+                              and d.cap("memory_pools")))),
     ("legacy IPC memory (`ImportedIpcMemory`), IPC events",
      feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
 ]

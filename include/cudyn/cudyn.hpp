@@ -18,6 +18,7 @@
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/device/primary_context.hpp"
 #include "cudyn/device/stream.hpp"
+#include "cudyn/device/stream_memory_ops.hpp"
 #include "cudyn/device/stream_ref.hpp"
 
 #include "cudyn/memory/copy_plan.hpp"
@@ -31,6 +32,7 @@
 #include "cudyn/memory/migration_policy.hpp"
 #include "cudyn/memory/pinned_buffer.hpp"
 #include "cudyn/memory/prefetch_plan.hpp"
+#include "cudyn/memory/stream_attachment.hpp"
 #include "cudyn/memory/zero_copy_buffer.hpp"
 
 #include "cudyn/vmm/address_range.hpp"
@@ -39,6 +41,7 @@
 #include "cudyn/vmm/mapped_range.hpp"
 #include "cudyn/vmm/memory_access.hpp"
 #include "cudyn/vmm/physical_memory.hpp"
+#include "cudyn/vmm/range_access.hpp"
 
 #include "cudyn/pool/memory_pool.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"

@@ -320,7 +320,12 @@ Result<void> ImportedPoolMemory::Held::release() {
     // cuMemFree does not wait for work on pool memory (cuda.h says so): the
     // context's work is waited for first, as closing a legacy IPC handle
     // does, so that no kernel still reads the import when it goes.
+    // A stream-ordered free waits for nothing: the stream's earlier work is
+    // ordered before it, and the program orders other streams' work (the
+    // rule StreamOrderedBuffer follows). The context is made current for it
+    // too: a default-stream handle means the current context's stream.
     CUDYN_TRY(context.release_into([this]() -> Result<void> {
+        if (stream_ordered) return call_driver(&DriverTable::cuMemFreeAsync_v11020, base, stream);
         CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
         return call_driver(&DriverTable::cuMemFree_v3020, base);
     }));

@@ -5,6 +5,8 @@
 #include "core/internal.hpp"
 #include "vmm/internal.hpp"
 
+#include <atomic>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -22,7 +24,7 @@ Result<void> Reservation::give_back() {
     return ok();
 }
 
-bool Reservation::claim(std::size_t offset, std::size_t bytes, std::size_t* clash) {
+bool Reservation::claim(std::size_t offset, std::size_t bytes, std::size_t* clash, const Location& location) {
     std::lock_guard<std::mutex> lock(mutex_);
     // The first mapping starting at or after `offset`, and the one before it.
     auto next = mapped_.lower_bound(offset);
@@ -32,18 +34,70 @@ bool Reservation::claim(std::size_t offset, std::size_t bytes, std::size_t* clas
     }
     if (next != mapped_.begin()) {
         auto previous = std::prev(next);
-        if (previous->first + previous->second > offset) {
+        if (previous->first + previous->second.bytes > offset) {
             *clash = previous->first;
             return false;
         }
     }
-    mapped_.emplace_hint(next, offset, bytes);
+    Mapping record;
+    record.bytes = bytes;
+    record.location = location;
+    mapped_.emplace(offset, record);
     return true;
 }
 
 void Reservation::unclaim(std::size_t offset) {
     std::lock_guard<std::mutex> lock(mutex_);
     mapped_.erase(offset);
+}
+
+bool Reservation::covering(std::size_t offset, std::size_t bytes, std::map<std::size_t, Mapping>* out,
+                           std::size_t* hole) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out->clear();
+    const std::size_t end = offset + bytes;
+    // The mapping holding `offset`, if one starts before it.
+    auto at = mapped_.upper_bound(offset);
+    if (at != mapped_.begin() && std::prev(at)->first + std::prev(at)->second.bytes > offset) --at;
+    std::size_t reached = offset;
+    for (; at != mapped_.end() && reached < end; ++at) {
+        if (at->first > reached) break;  // a gap before this mapping
+        out->emplace(at->first, at->second);
+        reached = at->first + at->second.bytes;
+    }
+    if (reached < end) {
+        *hole = reached;
+        return false;
+    }
+    return true;
+}
+
+void Reservation::range_granted(const std::map<std::size_t, Mapping>& mappings, const AccessGrant* grants,
+                                std::size_t count, std::uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::uint64_t users = granted_devices(grants, count);
+    bool names_host = false;
+    for (std::size_t i = 0; i < count; ++i) names_host = names_host || grants[i].location.is_host();
+    for (const auto& entry : mappings) {
+        auto live = mapped_.find(entry.first);
+        if (live == mapped_.end()) continue;
+        live->second.range_users |= users;
+        if (names_host) {
+            live->second.range_host = host_granted(grants, count, live->second.range_host);
+            live->second.range_host_seq = seq;
+        }
+    }
+}
+
+Reservation::Mapping Reservation::granted_to(std::size_t offset) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto live = mapped_.find(offset);
+    return live == mapped_.end() ? Mapping{} : live->second;
+}
+
+std::uint64_t next_grant_seq() noexcept {
+    static std::atomic<std::uint64_t> seq{0};
+    return seq.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 std::size_t Reservation::mapping_count() {

@@ -42,16 +42,40 @@ struct Reservation {
     // Lets go of the range without the driver (it refused to free it).
     void forget() noexcept { address = 0; }
 
+    // One live mapping, and what grants over the whole range
+    // (set_range_access) gave it: MappedRange's teardown and host_address()
+    // read these next to its own grants.
+    struct Mapping {
+        std::size_t bytes = 0;
+        Location location = Location::device(0);  // where its memory lives
+        std::uint64_t range_users = 0;   // devices granted access by range-wide grants
+        bool range_host = false;         // the last range-wide grant to a host location gave access
+        std::uint64_t range_host_seq = 0;  // when that was decided (0: never)
+    };
+
     // Records [offset, offset + bytes) as mapped; false when it overlaps a
     // live mapping (and `*clash` gets that mapping's offset).
-    bool claim(std::size_t offset, std::size_t bytes, std::size_t* clash);
+    bool claim(std::size_t offset, std::size_t bytes, std::size_t* clash, const Location& location);
     void unclaim(std::size_t offset);
     std::size_t mapping_count();
+    // The live mappings that together cover [offset, offset + bytes), in
+    // address order (offset -> record); false, with `*hole` the first byte
+    // no mapping covers, when some byte is unmapped.
+    bool covering(std::size_t offset, std::size_t bytes, std::map<std::size_t, Mapping>* out, std::size_t* hole);
+    // Range-wide grants were applied to the mappings at these offsets.
+    void range_granted(const std::map<std::size_t, Mapping>& mappings, const AccessGrant* grants, std::size_t count,
+                       std::uint64_t seq);
+    // What range-wide grants gave the mapping at `offset` (zeros when none).
+    Mapping granted_to(std::size_t offset);
 
 private:
     std::mutex mutex_;
-    std::map<std::size_t, std::size_t> mapped_;  // offset -> bytes of each live mapping
+    std::map<std::size_t, Mapping> mapped_;  // offset -> each live mapping
 };
+
+// A rising count that orders grants made through a mapping and through its
+// range (the later host grant decides host_address()).
+std::uint64_t next_grant_seq() noexcept;
 
 // One cuMemCreate (or imported handle); released by its destructor while
 // created is set.

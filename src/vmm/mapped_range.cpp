@@ -40,7 +40,7 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
     CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
     const auto& reservation = detail::VmmAccess::reservation(range);
     std::size_t clash = 0;
-    if (!reservation->claim(offset, bytes, &clash))
+    if (!reservation->claim(offset, bytes, &clash, memory.properties()->location()))
         return kMap.invalid(std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
                             " overlap the mapping at offset " + std::to_string(clash));
     const auto mapped = call_driver(&DriverTable::cuMemMap_v10020, address, bytes, std::size_t{0}, memory.handle(), 0ULL);
@@ -116,7 +116,11 @@ Result<AccessFlags> MappedRange::access(Location location) const {
 }
 
 void* MappedRange::host_address() const noexcept {
-    if (!held_->mapped || !held_->host_access || !held_->memory->properties.location().is_host()) return nullptr;
+    if (!held_->mapped || !held_->memory->properties.location().is_host()) return nullptr;
+    // The later of this mapping's own host grant and a range-wide one decides.
+    const auto range = held_->reservation->granted_to(held_->offset);
+    const bool host = range.range_host_seq > held_->host_seq ? range.range_host : held_->host_access;
+    if (!host) return nullptr;
     return reinterpret_cast<void*>(static_cast<std::uintptr_t>(held_->address));
 }
 
@@ -126,13 +130,20 @@ const Location* MappedRange::memory_location() const noexcept {
 
 void MappedRange::Held::granted(const AccessGrant* grants, std::size_t count) noexcept {
     users |= detail::granted_devices(grants, count);
-    host_access = detail::host_granted(grants, count, host_access);
+    bool names_host = false;
+    for (std::size_t i = 0; i < count; ++i) names_host = names_host || grants[i].location.is_host();
+    if (names_host) {
+        host_access = detail::host_granted(grants, count, host_access);
+        host_seq = detail::next_grant_seq();
+    }
 }
 
 Result<void> MappedRange::Held::release() {
     Result<void> waited = ok();
     if (mapped) {
-        if (teardown == Teardown::WaitForDevice) waited = detail::wait_for_device_users(context, users);
+        // Devices granted through the range (set_range_access) count too.
+        if (teardown == Teardown::WaitForDevice)
+            waited = detail::wait_for_device_users(context, users | reservation->granted_to(offset).range_users);
         // Unmapped even when the wait failed: a context that faulted runs no
         // more work, and at exit the driver answers every call with an error.
         CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, address, size));  // refused: still mapped

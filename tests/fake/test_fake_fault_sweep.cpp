@@ -47,6 +47,8 @@
 #include "cudyn/device/stream.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 #include "cudyn/memory/managed_buffer.hpp"
+#include "cudyn/device/stream_memory_ops.hpp"
+#include "cudyn/vmm/range_access.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -238,6 +240,51 @@ std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEv
                  require_ok(mapping.unmap());
              }
              CHECK(range.mapping_count() == 0);
+         }},
+        {"set_range_access (two chunks, a peer device granted)",
+         [device0](Trial& t) {
+             auto range = take(cudyn::AddressRange::reserve(2 * kChunk));
+             auto first = take(cudyn::PhysicalMemory::create(device0, kChunk));
+             auto second = take(cudyn::PhysicalMemory::create(device0, kChunk));
+             auto a = take(cudyn::MappedRange::map(range, 0, first, {{Location::device(0), AccessFlags::ReadWrite}}));
+             auto b = take(cudyn::MappedRange::map(range, kChunk, second, {{Location::device(0), AccessFlags::ReadWrite}}));
+             t.operation([&] { return cudyn::set_range_access(range, {{Location::device(1), AccessFlags::Read}}); });
+             // One cuMemSetAccess: refused, nothing was granted; else both chunks were.
+             const AccessFlags expected = t.injected() ? AccessFlags::None : AccessFlags::Read;
+             CHECK(take(a.access(Location::device(1))) == expected);
+             CHECK(take(b.access(Location::device(1))) == expected);
+         }},
+        {"range_span_as (one access query per mapping)",
+         [device0](Trial& t) {
+             auto range = take(cudyn::AddressRange::reserve(2 * kChunk));
+             auto first = take(cudyn::PhysicalMemory::create(device0, kChunk));
+             auto second = take(cudyn::PhysicalMemory::create(device0, kChunk));
+             auto a = take(cudyn::MappedRange::map(range, 0, first, {{Location::device(0), AccessFlags::ReadWrite}}));
+             auto b = take(cudyn::MappedRange::map(range, kChunk, second, {{Location::device(0), AccessFlags::ReadWrite}}));
+             t.operation([&] { return cudyn::range_span_as<std::uint32_t>(range, Location::device(0)); });
+             CHECK(take(cudyn::range_access(range, Location::device(0))) == AccessFlags::ReadWrite);
+         }},
+        {"wait_value64 (the device's 64-bit gate, then the wait)",
+         [](Trial& t) {
+             auto word = take(cudyn::DeviceBuffer<std::uint64_t>::allocate(1));
+             require_ok(word.set_bytes(0));
+             auto stream = take(cudyn::Stream::create());
+             // A raw handle: the device is asked of the current context.
+             t.operation([&] { return cudyn::wait_value64(word.device_address(), 0, cudyn::WaitCondition::Equal, stream.handle()); });
+             require_ok(stream.synchronize());  // met at once: nothing holds the stream
+         }},
+        {"StreamMemoryBatch::execute (64-bit: the gate, then one call)",
+         [](Trial& t) {
+             auto word = take(cudyn::DeviceBuffer<std::uint64_t>::allocate(1));
+             require_ok(word.set_bytes(0));
+             auto stream = take(cudyn::Stream::create());
+             cudyn::StreamMemoryBatch batch;
+             require_ok(batch.write_value64(word.device_address(), 7));
+             t.operation([&] { return batch.execute(stream.handle()); });
+             require_ok(stream.synchronize());
+             std::uint64_t value = 0;
+             require_ok(word.copy_to(cudyn::HostSpan<std::uint64_t>(&value, 1)));
+             CHECK(value == (t.injected() ? 0u : 7u));  // refused whole, or done
          }},
         {"GrowableBuffer::create", [device0](Trial& t) { t.operation([&] { return GrowableBuffer::create(device0, 8 * kChunk); }); }},
         {"GrowableBuffer::grow_to",

@@ -235,6 +235,14 @@ struct Work {
     Task task;
     bool started = false;  // its dependencies were met at `ready_at` - delay
     std::chrono::steady_clock::time_point ready_at{};
+    // A value wait (cuStreamWaitValue*, fakecuda_stream_ops.cpp): the work
+    // starts once this holds, re-checked every millisecond (host and other
+    // streams write the memory without telling the worker). Past
+    // FAKECUDA_STREAM_WAIT_TIMEOUT_MS from when it could first start, the
+    // work fails with CUDA_ERROR_LAUNCH_TIMEOUT instead, so a test cannot hang.
+    std::function<bool(State&)> until;
+    bool until_armed = false;
+    std::chrono::steady_clock::time_point until_deadline{};
 };
 
 struct Queue {
@@ -265,6 +273,7 @@ struct State {
     std::vector<std::shared_ptr<Queue>> queues;  // every queue with a handle or work left
     bool worker_started = false;
     unsigned stream_delay_us = 0;  // FAKECUDA_STREAM_DELAY_US / fakecuda_set_stream_delay_us
+    unsigned stream_wait_timeout_ms = 10000;  // FAKECUDA_STREAM_WAIT_TIMEOUT_MS / fakecuda_set_stream_wait_timeout_ms
 
     int init_count = 0;
     bool initialized = false;

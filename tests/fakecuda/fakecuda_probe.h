@@ -163,6 +163,20 @@ FAKECUDA_PROBE_API void fakecuda_set_dma_buf_pcie(int on);
  * microseconds after its stream reached it and its dependencies were done
  * (overrides FAKECUDA_STREAM_DELAY_US; 0: as soon as the worker gets to it). */
 FAKECUDA_PROBE_API void fakecuda_set_stream_delay_us(unsigned int us);
+/* How long a stream value wait (cuStreamWaitValue32/64, a batch's waits) may
+ * hold its stream, in milliseconds, from when the stream reached it: past it
+ * the wait's context fails with CUDA_ERROR_LAUNCH_TIMEOUT instead of hanging
+ * (overrides FAKECUDA_STREAM_WAIT_TIMEOUT_MS; default 10000; 0 reads as 1). */
+FAKECUDA_PROBE_API void fakecuda_set_stream_wait_timeout_ms(unsigned int ms);
+/* --- managed memory attached to streams (cuStreamAttachMemAsync) ------------
+ * The association of the managed allocation starting at `ptr` (CU_MEM_ATTACH_*:
+ * its allocation flags until an attachment ran in its stream), -1 when `ptr`
+ * does not start a managed allocation. */
+FAKECUDA_PROBE_API int fakecuda_managed_attachment(unsigned long long ptr);
+/* Whether the host may touch that allocation now on a device without
+ * concurrent managed access, as cuda.h documents it: HOST always, SINGLE once
+ * its stream is idle, GLOBAL once every stream of its context is; -1 as above. */
+FAKECUDA_PROBE_API int fakecuda_host_may_touch(unsigned long long ptr);
 /* Pieces of stream work enqueued and not yet done, in every context. */
 FAKECUDA_PROBE_API long fakecuda_pending_work(void);
 /* The error a device's primary context failed with (CUDA_ERROR_ILLEGAL_ADDRESS
@@ -228,6 +242,9 @@ typedef void (*PFN_fakecuda_set_peer_access)(int a, int b, int can);
 typedef void (*PFN_fakecuda_set_dma_buf_pcie)(int on);
 typedef void (*PFN_fakecuda_hold_events)(int on);
 typedef void (*PFN_fakecuda_set_stream_delay_us)(unsigned int us);
+typedef void (*PFN_fakecuda_set_stream_wait_timeout_ms)(unsigned int ms);
+typedef int (*PFN_fakecuda_managed_attachment)(unsigned long long ptr);
+typedef int (*PFN_fakecuda_host_may_touch)(unsigned long long ptr);
 typedef long (*PFN_fakecuda_pending_work)(void);
 typedef int (*PFN_fakecuda_context_error)(int device);
 typedef int (*PFN_fakecuda_proc_request_count)(void);

@@ -123,6 +123,21 @@ const fake::ProcEntry kEntries[] = {
     {"cuMemsetD32", 2000, fn(&cuMemsetD32), nullptr},
     {"cuMemsetD32", 3020, fn(&cuMemsetD32_v2), fn(&cuMemsetD32_v2_ptds)},
     {"cuMemsetD32Async", 3020, fn(&cuMemsetD32Async), fn(&cuMemsetD32Async_ptsz)},
+
+    // stream memory operations (fakecuda_stream_ops.cpp): the 8.0/9.0 ABI
+    // and the 11.7 one
+    {"cuStreamWriteValue32", 8000, fn(&cuStreamWriteValue32), nullptr},
+    {"cuStreamWaitValue32", 8000, fn(&cuStreamWaitValue32), nullptr},
+    {"cuStreamWriteValue64", 9000, fn(&cuStreamWriteValue64), nullptr},
+    {"cuStreamWaitValue64", 9000, fn(&cuStreamWaitValue64), nullptr},
+    {"cuStreamBatchMemOp", 8000, fn(&cuStreamBatchMemOp), nullptr},
+#if FAKE_HAS(11070)
+    {"cuStreamWriteValue32", 11070, fn(&cuStreamWriteValue32_v2), fn(&cuStreamWriteValue32_v2_ptsz)},
+    {"cuStreamWaitValue32", 11070, fn(&cuStreamWaitValue32_v2), fn(&cuStreamWaitValue32_v2_ptsz)},
+    {"cuStreamWriteValue64", 11070, fn(&cuStreamWriteValue64_v2), fn(&cuStreamWriteValue64_v2_ptsz)},
+    {"cuStreamWaitValue64", 11070, fn(&cuStreamWaitValue64_v2), fn(&cuStreamWaitValue64_v2_ptsz)},
+    {"cuStreamBatchMemOp", 11070, fn(&cuStreamBatchMemOp_v2), fn(&cuStreamBatchMemOp_v2_ptsz)},
+#endif
     {"cuPointerGetAttribute", 4000, fn(&cuPointerGetAttribute), nullptr},
     {"cuPointerGetAttributes", 7000, fn(&cuPointerGetAttributes), nullptr},
 
@@ -147,6 +162,7 @@ const fake::ProcEntry kEntries[] = {
     {"cuMemPrefetchBatchAsync", 13000, fn(&cuMemPrefetchBatchAsync), fn(&cuMemPrefetchBatchAsync_ptsz)},
 #endif
     {"cuMemRangeGetAttribute", 8000, fn(&cuMemRangeGetAttribute), nullptr},
+    {"cuStreamAttachMemAsync", 6000, fn(&cuStreamAttachMemAsync), fn(&cuStreamAttachMemAsync_ptsz)},
 
     // virtual memory management
 #if FAKE_HAS(10020)

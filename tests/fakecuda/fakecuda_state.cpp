@@ -145,6 +145,11 @@ void default_attributes(Device& d, int ordinal) {
     set(CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 1);
     set(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 1);
     set(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, 1);
+    // The 8.0 memory-operation ABI: deprecated, and disabled by default on
+    // drivers that have the 11.7 one; a driver with only the old ABI has it on.
+    set(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, FAKE_HAS(11070) ? 0 : 1);
+    set(CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, FAKE_HAS(11070) ? 0 : 1);
+    set(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1, FAKE_HAS(11070) ? 0 : 1);
     // dma-buf descriptors are memfds (fakecuda_dmabuf.cpp): Linux only.
 #if defined(__linux__)
     set(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 1);
@@ -639,6 +644,8 @@ __attribute__((constructor)) void fakecuda_load() {
     st.imex_channel = fake::env_int("FAKECUDA_IMEX", 0, 0, 1) != 0;
     st.driver_version = fake::env_int("FAKECUDA_DRIVER_VERSION", FAKECUDA_DRIVER_VERSION, 1000, 99990);
     st.stream_delay_us = static_cast<unsigned>(fake::env_int("FAKECUDA_STREAM_DELAY_US", 0, 0, 10'000'000));
+    st.stream_wait_timeout_ms =
+        static_cast<unsigned>(fake::env_int("FAKECUDA_STREAM_WAIT_TIMEOUT_MS", 10000, 1, 3'600'000));
     if (const char* a = std::getenv("FAKECUDA_ATTR")) fake::apply_attribute_overrides(st, a);
     if (const char* f = std::getenv("FAKECUDA_FAIL")) fake::set_fail_spec(st, f);
 }

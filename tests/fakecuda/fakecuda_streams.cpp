@@ -13,7 +13,7 @@ namespace {
 
 constexpr auto kLongestWait = std::chrono::seconds(60);
 
-bool dependencies_met(const Work& work, bool* polling) {
+bool dependencies_met(State& st, Work& work, bool* polling) {
     for (const Dependency& d : work.after)
         if (d.queue->completed < d.seq) return false;
     // Another process's record: polled (its completion notifies no one here).
@@ -21,6 +21,23 @@ bool dependencies_met(const Work& work, bool* polling) {
     if (work.ipc_event != nullptr && ipc_event_reached(work.ipc_event, work.ipc_target) == 0) {
         *polling = true;
         return false;
+    }
+    // A value wait: polled like another process's record; once it is past
+    // its deadline the work runs as a failure instead.
+    if (work.until) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!work.until_armed) {
+            work.until_armed = true;
+            work.until_deadline = now + std::chrono::milliseconds(st.stream_wait_timeout_ms);
+        }
+        if (!work.until(st)) {
+            if (now < work.until_deadline) {
+                *polling = true;
+                return false;
+            }
+            work.task = [](State&) { return CUDA_ERROR_LAUNCH_TIMEOUT; };
+        }
+        work.until = nullptr;
     }
     return true;
 }
@@ -47,7 +64,7 @@ void worker_main() {
             // A failed context runs nothing more; a driver at exit neither.
             const bool drop = queue->ctx->sticky != CUDA_SUCCESS || st.deinitialized;
             if (!drop) {
-                if (!dependencies_met(head, &polling)) continue;
+                if (!dependencies_met(st, head, &polling)) continue;
                 if (!head.started) {
                     head.started = true;
                     head.ready_at = now + std::chrono::microseconds(st.stream_delay_us);

@@ -95,6 +95,15 @@ public:
         function<PFN_fakecuda_set_stream_delay_us>("fakecuda_set_stream_delay_us")(us);
     }
     long pending_work() const { return function<PFN_fakecuda_pending_work>("fakecuda_pending_work")(); }
+    void set_stream_wait_timeout_ms(unsigned int ms) const {
+        function<PFN_fakecuda_set_stream_wait_timeout_ms>("fakecuda_set_stream_wait_timeout_ms")(ms);
+    }
+    int managed_attachment(CUdeviceptr ptr) const {
+        return function<PFN_fakecuda_managed_attachment>("fakecuda_managed_attachment")(ptr);
+    }
+    int host_may_touch(CUdeviceptr ptr) const {
+        return function<PFN_fakecuda_host_may_touch>("fakecuda_host_may_touch")(ptr);
+    }
     // 0 while device `device`'s primary context is healthy, else the error it failed with.
     int context_error(int device) const {
         return function<PFN_fakecuda_context_error>("fakecuda_context_error")(device);

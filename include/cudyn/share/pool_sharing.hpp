@@ -139,9 +139,17 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, const 
 }
 
 // The importer's mapping of another process's pool allocation, freed by
-// free() or the destructor: in the context it was imported in, once that
-// context's work is done (cuCtxSynchronize, then cuMemFree: cuMemFree does not
-// wait for work on pool memory).
+// free() or the destructor, in the context it was imported in. Two ways, as
+// the program chooses:
+//   * no stream named (the default): once that context's work is done
+//     (cuCtxSynchronize, then cuMemFree: cuMemFree does not wait for work on
+//     pool memory);
+//   * in stream order, as a StreamOrderedBuffer is freed: once use_on() or
+//     free(stream) named a stream, the free is cuMemFreeAsync on the stream
+//     named last, without waiting; the mapping goes when that stream reaches
+//     the free. Work on other streams that uses the import must be ordered
+//     before it (events), and that stream, of the import's context, must
+//     still exist when the import is freed or destroyed.
 class ImportedPoolMemory {
 public:
     ImportedPoolMemory() noexcept = default;  // empty
@@ -157,9 +165,25 @@ public:
         if (empty()) return Error::invalid_argument("ImportedPoolMemory::device_span_as: the import is empty");
         return DeviceSpan<T>::from_bytes(device_address(), size_bytes());
     }
-    // Frees the import now and reports the driver's answer; on a refusal it is
-    // still owned and free() may be retried.
+    // Records the stream the program's own work on the import runs on (a
+    // kernel): from now on the import is freed in stream order on it.
+    void use_on(StreamRef stream) noexcept {
+        if (!held_.empty()) {
+            held_->stream = stream.handle();
+            held_->stream_ordered = true;
+        }
+    }
+    // Whether the free goes on a stream (use_on or free(stream) named one).
+    bool stream_ordered() const noexcept { return held_->stream_ordered; }
+    // Frees the import now (in stream order once a stream was named) and
+    // reports the driver's answer; on a refusal it is still owned and free()
+    // may be retried.
     Result<void> free() { return held_.release(); }
+    // Frees it in stream order on `stream` (cuMemFreeAsync), without waiting.
+    Result<void> free(StreamRef stream) {
+        use_on(stream);
+        return held_.release();
+    }
 
 private:
     friend Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool,
@@ -170,9 +194,11 @@ private:
         std::size_t size = 0;
         CUmemoryPool pool = nullptr;  // the imported pool it came from
         detail::OwnerContext context;
+        CUstream stream = nullptr;    // the stream of a stream-ordered free
+        bool stream_ordered = false;  // false: cuCtxSynchronize + cuMemFree
 
         bool empty() const noexcept { return base == 0; }
-        Result<void> release();   // cuMemFree_v2 in its context
+        Result<void> release();   // cuMemFree_v2 (or cuMemFreeAsync on `stream`) in its context
         void abandon() noexcept;  // the pool's record of imports forgets it even when the free failed
     };
     explicit ImportedPoolMemory(Held held) noexcept : held_(std::move(held)) {}

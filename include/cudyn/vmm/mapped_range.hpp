@@ -104,6 +104,7 @@ private:
         std::uint64_t users = 0;  // other devices granted access (detail::granted_devices)
         Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
         bool host_access = false;  // the last grant to a host location gave access (host_address())
+        std::uint64_t host_seq = 0;  // when that grant was made (ordered against range-wide grants)
 
         // Nothing mapped, and no handle or reservation left to give back.
         bool empty() const noexcept { return !mapped && memory == nullptr && reservation == nullptr; }

@@ -13,6 +13,7 @@
 #include "support/catch.hpp"
 #include "support/fake_driver.hpp"
 #include "support/fake_memory_helpers.hpp"
+#include "support/vmm_helpers.hpp"
 
 #include "cudyn/device/device.hpp"
 #include "cudyn/memory/device_buffer.hpp"
@@ -24,6 +25,7 @@
 #include "cudyn/memory/prefetch_plan.hpp"
 #include "cudyn/device/stream.hpp"
 #include "cudyn/memory/managed_buffer.hpp"
+#include "cudyn/memory/stream_attachment.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -624,4 +626,72 @@ TEST_CASE("PrefetchPlan refuses a device without concurrent managed access befor
     require_error(plan.execute(f.stream), ErrorCode::NotSupported,
                   "device 1 lacks CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
     CHECK(fake.prefetch_count() == 0);
+}
+
+// ---- attachment to a stream ---------------------------------------------------------------------
+
+TEST_CASE("attach_to_stream: the association changes in stream order; what the host may touch follows it",
+          "[emulated][cuda11][legacy][managed]") {
+    auto context = activate(0);
+    auto buffer = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(1024));
+    const CUdeviceptr base = buffer.device_address();
+    const auto& fake = FakeDriver::loaded();
+    CHECK(fake.managed_attachment(base) == CU_MEM_ATTACH_GLOBAL);
+    auto mine = take(cudyn::Stream::create(false));
+    auto other = take(cudyn::Stream::create(false));
+    {
+        const ScopedStreamDelay slow(50'000);
+        require_ok(cudyn::attach_to_stream(buffer, cudyn::StreamAttachment::Single, mine));
+        CHECK(fake.managed_attachment(base) == CU_MEM_ATTACH_GLOBAL);  // not yet: stream work
+        require_ok(mine.synchronize());
+        CHECK(fake.managed_attachment(base) == CU_MEM_ATTACH_SINGLE);
+        // Work on another stream does not keep the host from memory attached to `mine`.
+        auto scratch = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(16));
+        require_ok(scratch.fill(0u));
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, scratch.device_address(), 1u,
+                                      std::size_t{16}, other.handle()));
+        CHECK(fake.host_may_touch(base) == 1);
+        // Work on `mine` does, until it is done.
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, scratch.device_address(), 2u,
+                                      std::size_t{16}, mine.handle()));
+        CHECK(fake.host_may_touch(base) == 0);
+        require_ok(mine.synchronize());
+        CHECK(fake.host_may_touch(base) == 1);
+        // Global: any busy stream of the context keeps the host out.
+        require_ok(cudyn::attach_to_stream(buffer, cudyn::StreamAttachment::Global, mine));
+        require_ok(mine.synchronize());
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, scratch.device_address(), 3u,
+                                      std::size_t{16}, other.handle()));
+        CHECK(fake.host_may_touch(base) == 0);
+        require_ok(other.synchronize());
+        // Host: always.
+        require_ok(cudyn::attach_to_stream(buffer, cudyn::StreamAttachment::Host, other));
+        require_ok(other.synchronize());
+        CHECK(fake.managed_attachment(base) == CU_MEM_ATTACH_HOST);
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, scratch.device_address(), 4u,
+                                      std::size_t{16}, other.handle()));
+        CHECK(fake.host_may_touch(base) == 1);
+        require_ok(other.synchronize());
+    }
+}
+
+TEST_CASE("attach_to_stream refusals: empty buffer, Single on the legacy stream, unknown attachment",
+          "[emulated][cuda11][legacy][managed]") {
+    auto context = activate(0);
+    auto buffer = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(16));
+    const DriverSnapshot calls({"cuStreamAttachMemAsync"});
+    require_error(cudyn::attach_to_stream(cudyn::ManagedBuffer<std::uint32_t>(), cudyn::StreamAttachment::Global,
+                                          cudyn::Stream::legacy_default()),
+                  cudyn::ErrorCode::InvalidArgument, "attach_to_stream: the buffer is empty");
+    require_error(cudyn::attach_to_stream(buffer, cudyn::StreamAttachment::Single, cudyn::Stream::legacy_default()),
+                  cudyn::ErrorCode::InvalidArgument, "not the legacy default stream");
+    require_error(cudyn::attach_to_stream(buffer, cudyn::StreamAttachment::Single, CUstream{nullptr}),
+                  cudyn::ErrorCode::InvalidArgument, "not the legacy default stream");
+    require_error(cudyn::attach_to_stream(buffer, static_cast<cudyn::StreamAttachment>(8), cudyn::Stream::legacy_default()),
+                  cudyn::ErrorCode::InvalidArgument, "attachment 8 is not Global, Host or Single");
+    CHECK(calls.calls_since("cuStreamAttachMemAsync") == 0);
+    // Global and Host on the legacy stream are fine.
+    require_ok(cudyn::attach_to_stream(buffer, cudyn::StreamAttachment::Host, cudyn::Stream::legacy_default()));
+    require_ok(cudyn::Stream::legacy_default().synchronize());
+    CHECK(FakeDriver::loaded().managed_attachment(buffer.device_address()) == CU_MEM_ATTACH_HOST);
 }

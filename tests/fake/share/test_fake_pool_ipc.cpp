@@ -78,6 +78,74 @@ int pool_consumer_role(int, char**) {
 }
 const cudyn_test::ChildRole pool_consumer("pool-consumer", pool_consumer_role);
 
+// The same, but the reply is written by stream work still pending when the
+// import is freed in stream order on that stream: the free waits for
+// nothing (no cuCtxSynchronize, no cuMemFree), and the write still lands,
+// because the mapping goes only when the stream reaches the free.
+int pool_stream_free_role(int, char**) {
+    return run_role("pool-stream-free", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto pool = cudyn::receive_pool_fd(channel, kStep).and_then(cudyn::import_pool_fd);
+        if (!ok(check, pool, "receive_pool_fd + import_pool_fd")) return;
+        auto descriptor = receive_descriptor<PoolPointerDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, descriptor, "pointer descriptor")) return;
+        auto event_descriptor = receive_descriptor<cudyn::IpcEventDescriptor>(channel, kEventDescriptor);
+        if (!ok(check, event_descriptor, "event descriptor")) return;
+        auto event = cudyn::import_ipc_event(*event_descriptor);
+        if (!ok(check, event, "import_ipc_event")) return;
+        auto stream = cudyn::Stream::create();
+        if (!ok(check, stream, "a stream")) return;
+        auto memory = cudyn::import_pool_pointer(*pool, *descriptor);
+        if (!ok(check, memory, "import_pool_pointer")) return;
+        ok(check, event->synchronize(), "wait for the exporter's fill");
+        check.expect(!memory->stream_ordered(), "an import is freed synchronously until a stream is named");
+        {
+            ScopedStreamDelay slow(50000);
+            ok(check,
+               cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, memory->device_address() + kWords * 2,
+                                  kReply, kWords / 2, stream->handle()),
+               "enqueue the reply");
+            FakeDriver::loaded().reset_counts();
+            ok(check, memory->free(*stream), "free the import in stream order");
+            check.expect(memory->empty(), "the import is empty once freed");
+            check.expect(FakeDriver::loaded().call_count("cuCtxSynchronize") == 0 &&
+                             FakeDriver::loaded().call_count("cuMemFree_v2") == 0 &&
+                             FakeDriver::loaded().call_count("cuMemFreeAsync") == 1,
+                         "one cuMemFreeAsync, no context wait, no cuMemFree");
+            check.expect(!take(stream->query()), "the reply is still pending after the free returned");
+        }
+        ok(check, stream->synchronize(), "the stream reaches the free");
+        check.expect(FakeDriver::loaded().context_error(0) == 0, "the pending write found its memory");
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole pool_stream_free("pool-stream-free", pool_stream_free_role);
+
+// The exporter's side: fills a pool buffer, shares pool, pointer and event
+// with `role`, and checks the reply in the second half.
+void share_with(const char* role) {
+    auto pool = take(MemoryPool::create(shareable()));
+    auto stream = take(cudyn::Stream::create());
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+    auto event = take(cudyn::IpcEvent::create());
+    require_ok(buffer.fill(kFirst, stream));
+    require_ok(event.record(stream));
+    auto exported = take(cudyn::export_pool_fd(pool));
+    auto descriptor = take(cudyn::export_pool_pointer(pool, buffer));
+    ParentSide side = start_child(role);
+    require_ok(cudyn::send_descriptor(side.channel, exported, kStep));
+    require_ok(exported.fd.close());
+    require_ok(send_bytes(side.channel, kMemDescriptor, descriptor.to_bytes()));
+    require_ok(send_bytes(side.channel, kEventDescriptor, take(cudyn::export_ipc_event(event)).to_bytes()));
+    (void)take(side.channel.receive(kDone, kStep));
+    CHECK(side.child.wait(kChildTimeout) == 0);
+    std::vector<std::uint32_t> back(kWords);
+    require_ok(buffer.copy_to(back));
+    CHECK(std::vector<std::uint32_t>(back.begin() + kWords / 2, back.end()) ==
+          std::vector<std::uint32_t>(kWords / 2, kReply));
+    require_ok(buffer.free());
+    require_ok(stream.synchronize());
+}
+
 }  // namespace
 
 TEST_CASE("a pool and a pointer from it shared with another process, ordered by an interprocess event",
@@ -376,4 +444,11 @@ TEST_CASE("modelled: with an IMEX channel a fabric pool is shared as bytes; a re
         require_ok(buffer.free());
         require_ok(stream.synchronize());
     }
+}
+
+TEST_CASE("an imported pool pointer freed in stream order on the importer's stream", "[emulated][cuda11][pool-ipc]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    share_with("pool-stream-free");
+    CHECK(before.live_delta() == 0);
 }

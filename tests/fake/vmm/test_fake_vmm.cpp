@@ -7,6 +7,7 @@
 #include "support/fake_memory_helpers.hpp"
 #include "support/vmm_helpers.hpp"
 
+#include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/vmm/address_range.hpp"
 #include "cudyn/vmm/allocation_properties.hpp"
 #include "cudyn/device/device_capabilities.hpp"
@@ -14,6 +15,7 @@
 #include "cudyn/vmm/mapped_range.hpp"
 #include "cudyn/vmm/memory_access.hpp"
 #include "cudyn/vmm/physical_memory.hpp"
+#include "cudyn/vmm/range_access.hpp"
 
 #include "device/device_facts.hpp"  // forget_capabilities: the fake's attributes change, a driver's do not
 
@@ -599,4 +601,93 @@ TEST_CASE("the fake validates VMM calls like the driver", "[emulated][cuda11][vm
     CHECK(cu.cuMemRelease_v10020(handle) == CUDA_ERROR_INVALID_VALUE);  // already released and unmapped: gone
     CHECK(cu.cuMemAddressFree_v10020(base, 8 * kMiB) == CUDA_SUCCESS);
     CHECK(before.live_delta() == 0);
+}
+
+// ---- access over a whole reservation ------------------------------------------------------------
+
+TEST_CASE("set_range_access: one call over chunks of two devices; a checked span across them",
+          "[emulated][cuda11][vmm]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    {
+        auto range = take(AddressRange::reserve(6 * kMiB));
+        auto first = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
+        auto second = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
+        auto third = take(PhysicalMemory::create(AllocationProperties::device(1), 2 * kMiB));
+        auto a = take(MappedRange::map(range, 0, first));
+        auto b = take(MappedRange::map(range, 2 * kMiB, second));
+        // Not every byte mapped yet: refused before the driver, naming the first hole.
+        const DriverSnapshot calls({"cuMemSetAccess"});
+        require_error(cudyn::set_range_access(range, {{Location::device(0), kRW}}), ErrorCode::InvalidArgument,
+                      "byte 4194304 of the range");
+        require_error(cudyn::range_span_as<std::uint32_t>(range, Location::device(0)), ErrorCode::InvalidArgument,
+                      "is not mapped");
+        auto c = take(MappedRange::map(range, 4 * kMiB, third));
+        // Mapped but inaccessible: the span is refused, naming the mapping.
+        require_error(cudyn::range_span_as<std::uint32_t>(range, Location::device(0)), ErrorCode::InvalidArgument,
+                      "has none access to the mapping at offset 0");
+        CHECK(calls.calls_since("cuMemSetAccess") == 0);
+        CHECK(take(cudyn::range_access(range, Location::device(0))) == AccessFlags::None);
+        require_ok(cudyn::set_range_access(range, {{Location::device(0), kRW}}));
+        CHECK(calls.calls_since("cuMemSetAccess") == 1);
+        CHECK(take(a.access(Location::device(0))) == kRW);
+        CHECK(take(c.access(Location::device(0))) == kRW);
+        CHECK(take(cudyn::range_access(range, Location::device(0))) == kRW);
+        // One span over all three mappings: written and read back through it.
+        auto all = take(cudyn::range_span_as<std::uint32_t>(range, Location::device(0)));
+        CHECK(all.size_bytes() == 6 * kMiB);
+        require_ok(all.fill(0x5EEDu));
+        CHECK(cudyn_test::all_equal(range.device_address(), 6 * kMiB, 0x5EEDu));
+        // A part of it, and read-only access asked of a mapping that has less.
+        auto tail = take(cudyn::range_span_as<std::uint32_t>(range, 3 * kMiB, 2 * kMiB, Location::device(0)));
+        CHECK(tail.device_address() == range.device_address() + 3 * kMiB);
+        require_ok(c.set_access(Location::device(0), AccessFlags::Read));
+        CHECK(take(cudyn::range_access(range, Location::device(0))) == AccessFlags::Read);
+        require_error(cudyn::range_span_as<std::uint32_t>(range, 3 * kMiB, 2 * kMiB, Location::device(0)),
+                      ErrorCode::InvalidArgument, "has read access to the mapping at offset 4194304, not read_write");
+        CHECK(cudyn::range_span_as<const std::uint32_t>(range, 3 * kMiB, 2 * kMiB, Location::device(0),
+                                                        AccessFlags::Read)
+                  .has_value());
+        // Outside the range, and misaligned elements.
+        require_error(cudyn::range_span_as<std::uint32_t>(range, 5 * kMiB, 2 * kMiB, Location::device(0)),
+                      ErrorCode::InvalidArgument, "run past");
+        require_error(cudyn::range_span_as<std::uint64_t>(range, 4, 16, Location::device(0), AccessFlags::Read),
+                      ErrorCode::InvalidArgument, "");
+    }
+    CHECK(before.live_delta() == 0);
+}
+
+TEST_CASE("set_range_access checks every mapping's memory before it sets anything", "[emulated][cuda11][vmm]") {
+    auto context = activate(0);
+    auto range = take(AddressRange::reserve(4 * kMiB));
+    auto near = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
+    auto far = take(PhysicalMemory::create(AllocationProperties::device(1), 2 * kMiB));
+    auto a = take(MappedRange::map(range, 0, near, {{Location::device(0), kRW}}));
+    auto b = take(MappedRange::map(range, 2 * kMiB, far, {{Location::device(1), kRW}}));
+    set_peer_access(0, 1, 0);
+    const DriverSnapshot calls({"cuMemSetAccess"});
+    require_error(cudyn::set_range_access(range, {{Location::device(0), AccessFlags::Read}}), ErrorCode::NotSupported,
+                  "the mapping at offset 2097152");
+    CHECK(calls.calls_since("cuMemSetAccess") == 0);
+    set_peer_access(0, 1, 1);
+    require_error(cudyn::set_range_access(AddressRange(), {{Location::device(0), kRW}}), ErrorCode::InvalidArgument,
+                  "the range is empty");
+    require_error(cudyn::set_range_access(range, std::vector<cudyn::AccessGrant>{}), ErrorCode::InvalidArgument,
+                  "at least one");
+}
+
+TEST_CASE("a grant through the range makes a mapping's unmap wait for the device granted", "[emulated][vmm]") {
+    auto context = activate(0);
+    auto range = take(AddressRange::reserve(2 * kMiB));
+    auto memory = take(PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB));
+    auto mapping = take(MappedRange::map(range, 0, memory, {{Location::device(0), kRW}}));
+    require_ok(cudyn::set_range_access(range, {{Location::device(1), kRW}}));
+    // Device 1's primary context is active; its work must be waited for before the unmap.
+    auto on_one = activate(1);
+    auto scratch = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(4));
+    auto restore = activate(0);
+    FakeDriver::loaded().reset_counts();
+    require_ok(mapping.unmap());
+    // One cuCtxSynchronize for the mapping's own context, one for device 1's.
+    CHECK(FakeDriver::loaded().call_count("cuCtxSynchronize") == 2);
 }
