@@ -98,23 +98,27 @@ int pool_stream_free_role(int, char**) {
         if (!ok(check, memory, "import_pool_pointer")) return;
         ok(check, event->synchronize(), "wait for the exporter's fill");
         check.expect(!memory->stream_ordered(), "an import is freed synchronously until a stream is named");
-        {
-            ScopedStreamDelay slow(50000);
-            ok(check,
-               cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, memory->device_address() + kWords * 2,
-                                  kReply, kWords / 2, stream->handle()),
-               "enqueue the reply");
-            FakeDriver::loaded().reset_counts();
-            ok(check, memory->free(*stream), "free the import in stream order");
-            check.expect(memory->empty(), "the import is empty once freed");
-            check.expect(FakeDriver::loaded().call_count("cuCtxSynchronize") == 0 &&
-                             FakeDriver::loaded().call_count("cuMemFree_v2") == 0 &&
-                             FakeDriver::loaded().call_count("cuMemFreeAsync") == 1,
-                         "one cuMemFreeAsync, no context wait, no cuMemFree");
-            check.expect(!take(stream->query()), "the reply is still pending after the free returned");
-        }
+        // No Catch assertions in a child: the fake's probes are reached directly.
+        const auto delay = probe<PFN_fakecuda_set_stream_delay_us>("fakecuda_set_stream_delay_us");
+        const auto reset = probe<PFN_fakecuda_reset_counts>("fakecuda_reset_counts");
+        const auto count = probe<PFN_fakecuda_call_count>("fakecuda_call_count");
+        if (!check.expect(delay && reset && count, "the fake's probes")) return;
+        delay(50000);
+        ok(check,
+           cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, memory->device_address() + kWords * 2,
+                              kReply, kWords / 2, stream->handle()),
+           "enqueue the reply");
+        reset();
+        ok(check, memory->free(*stream), "free the import in stream order");
+        check.expect(memory->empty(), "the import is empty once freed");
+        check.expect(count("cuCtxSynchronize") == 0 && count("cuMemFree_v2") == 0 && count("cuMemFreeAsync") == 1,
+                     "one cuMemFreeAsync, no context wait, no cuMemFree");
+        const auto pending = stream->query();
+        check.expect(pending.has_value() && !*pending, "the reply is still pending after the free returned");
+        delay(200);
         ok(check, stream->synchronize(), "the stream reaches the free");
-        check.expect(FakeDriver::loaded().context_error(0) == 0, "the pending write found its memory");
+        const auto context_error = probe<PFN_fakecuda_context_error>("fakecuda_context_error");
+        check.expect(context_error != nullptr && context_error(0) == 0, "the pending write found its memory");
         ok(check, send_tag(channel, kDone), "send 'done'");
     });
 }

@@ -95,7 +95,7 @@ std::size_t mismatches(CUdeviceptr data, std::size_t bytes, std::uint32_t value)
     return wrong;
 }
 
-// ---- the consumer (child): argv = {"legacy" | "fd" | "pool", device ordinal} ----------------------------
+// ---- the consumer (child): argv = {"legacy" | "fd" | "pool" | "pool-stream", device ordinal} ----------------------------
 
 int consumer_role(int argc, char** argv) {
     if (argc != 2) return 2;
@@ -115,7 +115,7 @@ int consumer_role(int argc, char** argv) {
         std::optional<cudyn::MemoryPool> pool;
         std::optional<cudyn::ImportedPoolMemory> imported_pointer;
         CUdeviceptr data = 0;
-        if (kind == "pool") {
+        if (kind == "pool" || kind == "pool-stream") {
             auto received = cudyn::receive_pool_fd(channel, kGpuStep).and_then(cudyn::import_pool_fd);
             if (!ok(check, received, "receive_pool_fd + import_pool_fd")) return;
             pool = std::move(*received);
@@ -168,9 +168,17 @@ int consumer_role(int argc, char** argv) {
         ok(check, cudyn::call_driver(&cudyn::DriverTable::cuMemsetD32Async_v3020, data + kBytes / 2, kReply,
                                      kWords / 2, stream->handle()),
            "write the reply");
+        if (kind == "pool-stream") {
+            // Freed in stream order right behind the reply, without waiting:
+            // the mapping goes when the stream reaches the free.
+            ok(check, imported_pointer->free(*stream), "free the import in stream order");
+            check.expect(imported_pointer->empty(), "the import is empty once freed");
+        }
         ok(check, stream->synchronize(), "synchronize the reply");
+        ok(check, cudyn::call_driver(&cudyn::DriverTable::cuCtxSynchronize_v2000), "the context is healthy");
         // An imported pool pointer is freed before the exporter frees the allocation.
-        if (imported_pointer) ok(check, imported_pointer->free(), "free the imported pool pointer");
+        if (imported_pointer && !imported_pointer->empty())
+            ok(check, imported_pointer->free(), "free the imported pool pointer");
         ok(check, send_tag(channel, kDone, kGpuStep), "send 'done'");
         mapping.reset();
         if (opened) ok(check, opened->close(), "close the memory");
@@ -250,7 +258,7 @@ void share_posix_fd(int consumer_device) {
 
 // Memory from a shareable pool: the pool passed as a POSIX fd, the pointer as
 // a descriptor; the producer's passes run on the allocating stream.
-void share_pool(int consumer_device) {
+void share_pool(int consumer_device, const char* kind = "pool") {
     require_devices(consumer_device);
     auto caps = take(cudyn::probe_capabilities(take(cudyn::Device::get(0))));
     INFO("device 0 reports no memory pools");
@@ -266,7 +274,7 @@ void share_pool(int consumer_device) {
     auto exported = take(cudyn::export_pool_fd(pool));
     const auto shared = take(cudyn::export_pool_pointer(pool, buffer));
 
-    ParentSide side = start_child("gpu-ipc-consumer", {"pool", std::to_string(consumer_device)});
+    ParentSide side = start_child("gpu-ipc-consumer", {kind, std::to_string(consumer_device)});
     require_ok(send_bytes(side.channel, kEventDescriptor, take(export_ipc_event(event)).to_bytes()));
     require_ok(cudyn::send_descriptor(side.channel, exported, kGpuStep));
     require_ok(exported.fd.close());
@@ -281,6 +289,10 @@ void share_pool(int consumer_device) {
 TEST_CASE("two processes on one GPU share a memory pool and a pointer from it; an IPC event orders them",
           "[gpu][pool]") {
     share_pool(0);
+}
+
+TEST_CASE("the importer frees a pool pointer in stream order, right behind its last write", "[gpu][pool]") {
+    share_pool(0, "pool-stream");
 }
 
 TEST_CASE("two processes on one GPU share cuMemAlloc memory; an IPC event orders them", "[gpu][ipc]") {
