@@ -60,12 +60,22 @@ TEST_CASE("the real driver loads and every required entry resolves", "[gpu][load
         CHECK(cudyn::has_entry(&cudyn::DriverTable::cuMemPrefetchAsync_v12020));
     }
     if (report.driver_version >= 13000) CHECK(cudyn::has_entry(&cudyn::DriverTable::cuMemPrefetchBatchAsync_v13000));
+    if (report.driver_version >= 11070) {
+        CHECK(cudyn::has_entry(&cudyn::DriverTable::cuStreamWriteValue32_v11070));
+        CHECK(cudyn::has_entry(&cudyn::DriverTable::cuStreamWaitValue32_v11070));
+        CHECK(cudyn::has_entry(&cudyn::DriverTable::cuStreamWriteValue64_v11070));
+        CHECK(cudyn::has_entry(&cudyn::DriverTable::cuStreamWaitValue64_v11070));
+        CHECK(cudyn::has_entry(&cudyn::DriverTable::cuStreamBatchMemOp_v11070));
+    }
+    CHECK(cudyn::has_entry(&cudyn::DriverTable::cuStreamAttachMemAsync_v6000));
 }
 
 TEST_CASE("stream-taking entries are the legacy-stream forms", "[gpu][loader]") {
     const char* stream_entries[] = {"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyAsync",
                                     "cuMemsetD8Async",      "cuStreamSynchronize",  "cuEventRecord",
-                                    "cuStreamWaitEvent",    "cuLaunchKernel",       "cuMemPrefetchAsync_v2"};
+                                    "cuStreamWaitEvent",    "cuLaunchKernel",       "cuMemPrefetchAsync_v2",
+                                    "cuStreamWriteValue32_v2", "cuStreamWaitValue64_v2", "cuStreamBatchMemOp_v2",
+                                    "cuStreamAttachMemAsync"};
     for (const char* abi : stream_entries) {
         INFO(abi);
         const cudyn::DriverEntryInfo* entry = nullptr;
