@@ -18,6 +18,8 @@
 #include "support/ipc_helpers.hpp"
 #include "support/vmm_helpers.hpp"
 
+#include "cudyn/device/stream.hpp"
+#include "cudyn/device/stream_memory_ops.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/channel/fd_channel.hpp"
@@ -157,6 +159,29 @@ int import_twice_role(int, char**) {
     });
 }
 const cudyn_test::ChildRole import_twice("ipc-import-twice", import_twice_role);
+
+// Stream memory operations on IPC-opened memory: a value written by a
+// stream of the importer, a wait on it that is met, read back.
+int stream_ops_role(int, char**) {
+    return run_role("ipc-stream-ops", [](ChildChecks& check, FdChannel& channel) {
+        auto memory = receive_descriptor<IpcMemoryDescriptor>(channel, kMemDescriptor);
+        if (!ok(check, memory, "memory descriptor")) return;
+        auto opened = import_ipc_memory(*memory);
+        if (!ok(check, opened, "import")) return;
+        auto stream = cudyn::Stream::create();
+        if (!ok(check, stream, "a stream")) return;
+        const CUdeviceptr word = opened->device_address() + 64;
+        ok(check, cudyn::write_value32(word, 0xD00Du, *stream), "write_value32 on IPC-opened memory");
+        ok(check, cudyn::wait_value32(word, 0xD00Du, cudyn::WaitCondition::Equal, *stream), "wait_value32 on it");
+        ok(check, stream->synchronize(), "synchronize");
+        std::uint32_t back = 0;
+        ok(check, cudyn::call_driver(&cudyn::DriverTable::cuMemcpyDtoH_v3020, &back, word, sizeof back), "read back");
+        check.expect(back == 0xD00Du, "the written value is in the exporter's memory");
+        ok(check, opened->close(), "close");
+        ok(check, send_tag(channel, kDone), "send 'done'");
+    });
+}
+const cudyn_test::ChildRole stream_ops("ipc-stream-ops", stream_ops_role);
 
 // Eight threads import and close one descriptor in the same context, over and
 // over: an import either works or is refused by cudyn ("already imported") while
@@ -570,6 +595,10 @@ void share_buffer_with(const char* role, std::chrono::milliseconds step = kStep)
 
 TEST_CASE("one import per context per handle: a second import is refused clearly", "[emulated][cuda11][legacy][ipc]") {
     share_buffer_with("ipc-import-twice");
+}
+
+TEST_CASE("stream memory operations work on IPC-opened memory", "[emulated][cuda11][legacy][ipc]") {
+    share_buffer_with("ipc-stream-ops");
 }
 
 TEST_CASE("importing and closing one handle from eight threads never reaches the driver twice",
