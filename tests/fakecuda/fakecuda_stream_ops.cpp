@@ -107,7 +107,7 @@ CUresult check_op(State& st, int device, Abi abi, CUstreamBatchMemOpType type, C
         if ((flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0 && !attr(CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES))
             return CUDA_ERROR_NOT_SUPPORTED;
     } else {
-        const unsigned known = abi == Abi::V1 ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 0u;
+        const unsigned known = abi == Abi::V1 ? static_cast<unsigned>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) : 0u;
         if ((flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
     }
     const std::size_t n = wide ? 8 : 4;
