@@ -6,6 +6,7 @@
 
 #include "core/internal.hpp"
 #include "device/device_facts.hpp"
+#include "device/internal.hpp"
 #include "pool/internal.hpp"
 
 #include <string>
@@ -51,13 +52,15 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     // A pool exists only where pools do; the current pool needs the check.
     if (pool == nullptr) CUDYN_TRY(require_pool_device(*context));
     CUdeviceptr address = 0;
-    if (pool != nullptr)
-        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
-                              stream.handle()));
-    else
-        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle()));
+    // In the stream's context, whatever the thread's is (a created stream).
+    CUDYN_TRY(in_stream_context(stream, [&]() -> Result<void> {
+        if (pool != nullptr)
+            return call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
+                               stream.handle());
+        return call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle());
+    }));
     const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
-    return StreamOrderedMemory(Held{std::move(retained), address, bytes, stream.handle(), allocated_in});
+    return StreamOrderedMemory(Held{std::move(retained), address, bytes, stream.handle(), allocated_in, allocated_in});
 }
 
 Result<void> StreamOrderedMemory::Held::release() {
