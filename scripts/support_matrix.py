@@ -194,6 +194,11 @@ ROWS = [
      feature(lambda d: yes_if(d.has("cuMemPoolCreate", 11020) and d.cap("memory_pools")))),
     ("`export_allocation` (from an address alone)", feature(share_any_cell)),
     ("capability trials (`fingerprint_device`, `cudyn-info`)", feature(trials_cell)),
+    ("`Event` (record, wait, query, elapsed time)", feature(lambda d: "yes")),
+    ("peer access, P2P attributes, `copy_peer`",
+     feature(lambda d: NOT_IN_REPORT if d.predates([("cuCtxEnablePeerAccess", 4000), ("cuDeviceGetP2PAttribute", 8000)])
+             else yes_if(d.has("cuCtxEnablePeerAccess", 4000) and d.has("cuDeviceGetP2PAttribute", 8000)
+                         and d.has("cuMemcpyPeerAsync", 4000)))),
     ("legacy IPC memory (`ImportedIpcMemory`), IPC events",
      feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
 ]

@@ -1,5 +1,6 @@
 // cudyn — the checked copies and sets behind DeviceSpan and DeviceBuffer.
 #include "cudyn/memory/device_span.hpp"
+#include "cudyn/memory/peer_copy.hpp"
 #include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "core/internal.hpp"
@@ -132,6 +133,34 @@ Result<void> check_subspan(std::size_t first, std::size_t count, std::size_t siz
     constexpr Operation kSubspan{"DeviceSpan::subspan"};
     return kSubspan.invalid("elements [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
                             std::to_string(count) + ") run past the " + std::to_string(size) + " of the span");
+}
+
+}  // namespace cudyn::detail
+
+namespace cudyn::detail {
+
+Result<void> copy_peer_bytes(DeviceExtent destination, CUcontext destination_context, DeviceExtent source,
+                             CUcontext source_context, const StreamRef* stream) {
+    constexpr const char* kName = "copy_peer";
+    if (destination_context == nullptr) return Operation(kName).invalid("the destination context is empty");
+    if (source_context == nullptr) return Operation(kName).invalid("the source context is empty");
+    CUDYN_TRY_ASSIGN(const std::size_t destination_bytes, extent_bytes(kName, destination, "the destination"));
+    CUDYN_TRY_ASSIGN(const std::size_t source_bytes, extent_bytes(kName, source, "source"));
+    if (source_bytes > destination_bytes)
+        return Operation(kName).invalid("source (" + bytes_text(source_bytes) + ") does not fit the destination (" +
+                                        bytes_text(destination_bytes) + ")");
+    const bool overlap = source.address < destination.address + source_bytes &&
+                         destination.address < source.address + source_bytes;
+    if (overlap) return Operation(kName).invalid("source and destination overlap");
+    if (stream != nullptr)
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemcpyPeerAsync_v4000, destination.address, destination_context,
+                               source.address, source_context, source_bytes, stream->handle());
+        });
+    const ContextScope scope(destination_context);
+    CUDYN_TRY(scope.status());
+    return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyPeer_v4000, destination.address,
+                                               destination_context, source.address, source_context, source_bytes));
 }
 
 }  // namespace cudyn::detail

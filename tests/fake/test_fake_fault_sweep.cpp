@@ -47,6 +47,9 @@
 #include "cudyn/device/stream.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 #include "cudyn/memory/managed_buffer.hpp"
+#include "cudyn/device/event.hpp"
+#include "cudyn/device/peer_access.hpp"
+#include "cudyn/memory/peer_copy.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -438,6 +441,40 @@ std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEv
              t.operation([&] { return pool.set_access({Location::device(1), AccessFlags::ReadWrite}); });
              if (t.injected()) CHECK(take(pool.access(Location::device(1))) == AccessFlags::None);  // unchanged
              require_ok(pool.set_access({Location::device(1), AccessFlags::ReadWrite}));
+         }},
+        {"enable_peer_access",
+         [](Trial& t) {
+             auto context0 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(0))));
+             auto context1 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(1))));
+             require_ok(cudyn::disable_peer_access(context0, context1));  // each run starts without access
+             t.operation([&] { return cudyn::enable_peer_access(context0, context1); });
+             // The caller's context is back, failed or not; a retry enables.
+             CUcontext current = nullptr;
+             require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxGetCurrent_v4000, &current));
+             CHECK(current == context0.handle());
+             require_ok(cudyn::enable_peer_access(context0, context1));
+             require_ok(cudyn::disable_peer_access(context0, context1));
+         }},
+        {"copy_peer (synchronous, device 1 to device 0)",
+         [](Trial& t) {
+             auto context0 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(0))));
+             auto context1 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(1))));
+             auto destination = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(context1.make_current());
+             auto source = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(source.fill(kStamp));
+             require_ok(context0.make_current());
+             t.operation([&] { return cudyn::copy_peer(destination.device_span(), context0, source.device_span(), context1); });
+             require_ok(cudyn::copy_peer(destination.device_span(), context0, source.device_span(), context1));
+             CHECK(read_device(destination.device_address(), 1024) == std::vector<std::uint32_t>(1024, kStamp));
+         }},
+        {"Event::record (an owned stream)",
+         [](Trial& t) {
+             auto stream = take(cudyn::Stream::create());
+             auto event = take(cudyn::Event::create());
+             t.operation([&] { return event.record(stream); });
+             require_ok(event.record(stream));
+             require_ok(event.synchronize());
          }},
         {"export_pool_pointer",
          [](Trial& t) {
