@@ -7,6 +7,7 @@
 #include "support/catch.hpp"
 #include "support/fake_driver.hpp"
 #include "support/fake_memory_helpers.hpp"
+#include "support/vmm_helpers.hpp"  // take, require_ok
 
 #include "cudyn/device/capability_fingerprint.hpp"
 #include "cudyn/device/event.hpp"
