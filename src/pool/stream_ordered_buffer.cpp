@@ -64,16 +64,15 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
 }
 
 Result<void> StreamOrderedMemory::Held::release() {
-    // A created stream names its own context to the driver, so the free needs
-    // no context made current (saving a cuCtxGetCurrent per free); the default
-    // streams mean "the current context's", which must then be this memory's.
-    if (StreamRef(stream).is_default()) {
-        const ContextScope scope(context);
-        CUDYN_TRY(scope.status());
-        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
-    } else {
-        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
-    }
+    // In the context of the stream's work, like every stream operation: the
+    // driver refuses stream work of another context than the current one
+    // (copies answer INVALID_VALUE), and a default stream means "the current
+    // context's", which must then be this memory's (stream_context is the
+    // allocation's for a default stream). One cuCtxGetCurrent when it is
+    // current already; the caller's context is put back.
+    const ContextScope scope(stream_context != nullptr ? stream_context : context);
+    CUDYN_TRY(scope.status());
+    CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
     *this = Held{};  // the retain, if any, goes after the free
     return ok();
 }

@@ -216,6 +216,22 @@ TEST_CASE("a device-1 stream works while device 0's context is current", "[emula
     auto second = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(64, stream1));
     require_ok(second.free());
     CHECK(current_context() == context0.handle());
+    // A refused call still puts the caller's context back.
+    FakeDriver::loaded().set_fail("cuMemcpyDtoHAsync:1");
+    auto refused = device_buffer.device_span().copy_to(cudyn::HostSpan<std::uint32_t>(out), stream1);
+    FakeDriver::loaded().set_fail("");
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().driver_result == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(current_context() == context0.handle());
+    // A stream of the current context costs one cuCtxGetCurrent and no switch.
+    {
+        auto stream0 = take(Stream::create());
+        const DriverSnapshot before({"cuCtxGetCurrent", "cuCtxSetCurrent"});
+        require_ok(device_buffer.fill(1u, stream0));  // device-1 memory, written from device 0's stream
+        CHECK(before.calls_since("cuCtxGetCurrent") == 1);
+        CHECK(before.calls_since("cuCtxSetCurrent") == 0);
+        require_ok(stream0.synchronize());
+    }
     // The raw driver refuses the same copy without the context (what the fake models).
     std::uint32_t word = 0;
     auto raw = call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, static_cast<void*>(&word),
