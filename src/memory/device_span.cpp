@@ -57,7 +57,9 @@ Result<void> copy_host_to_device(const char* operation, DeviceExtent destination
     CUDYN_TRY_ASSIGN(auto to, host_transfer_range(operation, destination, offset, source, count, "source"));
     if (stream == nullptr)
         return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyHtoD_v3020, to.address, source, to.bytes));
-    return in_stream_context(*stream, [&] { return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes, stream->handle()); });
+    return in_stream_context(*stream, [&] {
+        return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes, stream->handle());
+    });
 }
 
 Result<void> copy_device_to_host(const char* operation, void* destination, std::size_t count, DeviceExtent source,
@@ -65,8 +67,10 @@ Result<void> copy_device_to_host(const char* operation, void* destination, std::
     CUDYN_TRY_ASSIGN(auto from, host_transfer_range(operation, source, offset, destination, count, "destination"));
     if (stream == nullptr)
         return call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from.address, from.bytes);
-    return in_stream_context(*stream, [&] { return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from.address, from.bytes,
-                       stream->handle()); });
+    return in_stream_context(*stream, [&] {
+        return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from.address, from.bytes,
+                           stream->handle());
+    });
 }
 
 Result<void> copy_device_to_device(const char* operation, DeviceExtent destination, DeviceExtent source,
@@ -84,8 +88,10 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
                          destination.address < source.address + source_bytes;
     if (overlap) return caller.invalid("source and destination overlap");
     if (stream != nullptr)
-        return in_stream_context(*stream, [&] { return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address, source.address, source_bytes,
-                           stream->handle()); });
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address, source.address,
+                               source_bytes, stream->handle());
+        });
     return finish_on_legacy_stream(
         call_driver(&DriverTable::cuMemcpyDtoD_v3020, destination.address, source.address, source_bytes));
 }
@@ -95,7 +101,9 @@ Result<void> set_device_bytes(const char* operation, DeviceExtent destination, s
     CUDYN_TRY_ASSIGN(const std::size_t bytes, extent_bytes(operation, destination, "the destination"));
     const auto byte = static_cast<unsigned char>(value);
     if (stream != nullptr)
-        return in_stream_context(*stream, [&] { return call_driver(&DriverTable::cuMemsetD8Async_v3020, destination.address, byte, bytes, stream->handle()); });
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemsetD8Async_v3020, destination.address, byte, bytes, stream->handle());
+        });
     return finish_on_legacy_stream(call_driver(&DriverTable::cuMemsetD8_v3020, destination.address, byte, bytes));
 }
 
@@ -108,8 +116,10 @@ Result<void> set_device_words(const char* operation, DeviceExtent destination, s
         return Operation(operation).invalid("a 32-bit fill needs a 4-byte-aligned address and a whole number of words");
     const auto word = static_cast<unsigned int>(value);
     if (stream != nullptr)
-        return in_stream_context(*stream, [&] { return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,
-                           stream->handle()); });
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,
+                               stream->handle());
+        });
     return finish_on_legacy_stream(
         call_driver(&DriverTable::cuMemsetD32_v3020, destination.address, word, bytes / 4));
 }
