@@ -7,7 +7,8 @@ the committed one (docs/cudyn-info.schema.json): fields are only ever added.
 Runs `CUDYN_INFO --schema` and `CUDYN_INFO --json` (with the environment it
 is given, e.g. CUDYN_DRIVER_PATH at a fake driver), then checks
   1. the report validates against the schema (the keywords the schema uses:
-     type, required, properties, items, enum);
+     type, required, properties, items, enum), and its P2P matrix ("peers")
+     lists every ordered pair of devices that answered, once;
   2. every property of BASELINE is still in the schema with the same type,
      and nothing that was required became optional or went away.
 --write replaces BASELINE with the current schema (after adding fields).
@@ -69,6 +70,13 @@ def main():
     report = json.loads(subprocess.run([tool, "--json"], check=True, capture_output=True, text=True).stdout)
     problems = []
     validate(report, schema, "$", problems)
+    # The P2P matrix: one entry per ordered pair of distinct devices that answered.
+    if isinstance(report.get("peers"), list):
+        answered = [d.get("ordinal") for d in report.get("devices", []) if "error" not in d]
+        expected = sorted((a, b) for a in answered for b in answered if a != b)
+        listed = sorted((p.get("from"), p.get("to")) for p in report["peers"])
+        if listed != expected:
+            problems.append(f"$.peers: pairs {listed}, expected every ordered pair of answering devices {expected}")
     with open(baseline_path) as f:
         baseline = json.load(f)
     now = fields(schema)

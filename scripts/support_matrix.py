@@ -230,6 +230,11 @@ ROWS = [
     ("`ImportedPoolMemory::free(stream)`",
      feature(lambda d: yes_if(d.has("cuMemPoolImportPointer", 11020) and d.has("cuMemFreeAsync", 11020)
                               and d.cap("memory_pools")))),
+    ("`Event` (record, wait, query, elapsed time)", feature(lambda d: "yes")),
+    ("peer access, P2P attributes, `copy_peer`",
+     feature(lambda d: NOT_IN_REPORT if d.predates([("cuCtxEnablePeerAccess", 4000), ("cuDeviceGetP2PAttribute", 8000)])
+             else yes_if(d.has("cuCtxEnablePeerAccess", 4000) and d.has("cuDeviceGetP2PAttribute", 8000)
+                         and d.has("cuMemcpyPeerAsync", 4000)))),
     ("legacy IPC memory (`ImportedIpcMemory`), IPC events",
      feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
 ]

@@ -1,7 +1,7 @@
 // cudyn-info — what driver is here, what it supports, which entry points resolved.
 //
 //   cudyn-info                 human-readable report
-//   cudyn-info --json          one JSON object (state, library_path, driver_version, devices, entry_points)
+//   cudyn-info --json          one JSON object (state, library_path, driver_version, devices, peers, entry_points)
 //   cudyn-info --require-gpu   exit 1 unless a usable device was found (a node health check)
 //   cudyn-info --require T,..  exit 3 unless every device passed those capability trials
 //   cudyn-info --schema        the JSON Schema of --json's output
@@ -11,6 +11,7 @@
 #include "cudyn/device/capability_fingerprint.hpp"
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/device_capabilities.hpp"
+#include "cudyn/device/peer_access.hpp"
 #include "cudyn/loader/loader.hpp"
 #include "info_schema.hpp"
 
@@ -31,6 +32,17 @@ struct DeviceReport {
     bool fingerprinted = false;
     cudyn::CapabilityFingerprint fingerprint;
     std::string fingerprint_error;  // set when the trials could not start
+};
+
+// One ordered pair of devices: whether `from` reaches `to`'s memory
+// (cuDeviceCanAccessPeer) and what the driver says of the link
+// (cuDeviceGetP2PAttribute).
+struct PeerReport {
+    int from = 0;
+    int to = 0;
+    bool can_access_peer = false;
+    cudyn::PeerAttributes attributes;
+    std::string error;  // set when a query failed
 };
 
 // Exit codes, documented in the README's node health check section.
@@ -75,6 +87,36 @@ std::vector<DeviceReport> collect_devices(std::string& error, bool trials) {
         devices.push_back(report);
     }
     return devices;
+}
+
+// Every ordered pair of distinct devices that answered.
+std::vector<PeerReport> collect_peers(const std::vector<DeviceReport>& devices) {
+    std::vector<PeerReport> peers;
+    for (const DeviceReport& from : devices) {
+        for (const DeviceReport& to : devices) {
+            if (from.ordinal == to.ordinal || !from.error.empty() || !to.error.empty()) continue;
+            PeerReport report;
+            report.from = from.ordinal;
+            report.to = to.ordinal;
+            auto a = cudyn::Device::get(from.ordinal);
+            auto b = cudyn::Device::get(to.ordinal);
+            if (!a || !b) {
+                report.error = (a ? b.error() : a.error()).describe();
+                peers.push_back(report);
+                continue;
+            }
+            auto can = a->can_access_peer(*b);
+            auto attributes = cudyn::peer_attributes(*a, *b);
+            if (can) report.can_access_peer = *can;
+            if (attributes) report.attributes = *attributes;
+            if (!can)
+                report.error = can.error().describe();
+            else if (!attributes)
+                report.error = attributes.error().describe();
+            peers.push_back(report);
+        }
+    }
+    return peers;
 }
 
 std::string json_string(const std::string& text) {
@@ -122,7 +164,7 @@ void print_json_fingerprint(const DeviceReport& d) {
 }
 
 void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
-                const std::string& device_error) {
+                const std::vector<PeerReport>& peers, const std::string& device_error) {
     std::printf("{\n  \"schema_version\": %d,\n", cudyn::tools::kInfoSchemaVersion);
     std::printf("  \"state\": %s,\n", json_string(cudyn::to_string(report.state)).c_str());
     std::printf("  \"message\": %s,\n", json_string(report.message).c_str());
@@ -149,7 +191,18 @@ void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>
         print_json_fingerprint(d);
         std::printf("}");
     }
-    std::printf("%s],\n  \"entry_points\": [", devices.empty() ? "" : "\n  ");
+    std::printf("%s],\n  \"peers\": [", devices.empty() ? "" : "\n  ");
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        const PeerReport& p = peers[i];
+        std::printf("%s\n    {\"from\": %d, \"to\": %d, \"can_access_peer\": %s, \"performance_rank\": %d, "
+                    "\"access_supported\": %s, \"native_atomic_supported\": %s, \"cuda_array_access_supported\": %s",
+                    i ? "," : "", p.from, p.to, json_bool(p.can_access_peer), p.attributes.performance_rank,
+                    json_bool(p.attributes.access_supported), json_bool(p.attributes.native_atomic_supported),
+                    json_bool(p.attributes.cuda_array_access_supported));
+        if (!p.error.empty()) std::printf(", \"error\": %s", json_string(p.error).c_str());
+        std::printf("}");
+    }
+    std::printf("%s],\n  \"entry_points\": [", peers.empty() ? "" : "\n  ");
     for (std::size_t i = 0; i < report.entry_points.size(); ++i) {
         const cudyn::EntryPointReport& e = report.entry_points[i];
         std::printf("%s\n    {\"name\": \"%s\", \"abi_symbol\": \"%s\", \"version\": %d, \"required\": %s, "
@@ -167,7 +220,7 @@ std::string format_bytes(std::size_t bytes) {
 }
 
 void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
-                 const std::string& device_error, bool verbose) {
+                 const std::vector<PeerReport>& peers, const std::string& device_error, bool verbose) {
     std::printf("cudyn-info\n");
     std::printf("  state           %s\n", cudyn::to_string(report.state));
     if (!report.message.empty()) std::printf("  reason          %s\n", report.message.c_str());
@@ -198,6 +251,22 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
         }
         if (d.fingerprint.newest_ptx_isa != 0)
             std::printf("    %-36s %s\n", "newest PTX ISA the JIT loads", ptx_isa_text(d.fingerprint.newest_ptx_isa).c_str());
+    }
+    if (!peers.empty()) {
+        std::printf("\n  peers (from -> to: cuDeviceCanAccessPeer, then cuDeviceGetP2PAttribute)\n");
+        std::printf("    %-10s %-11s %-5s %-15s %-12s %s\n", "pair", "can access", "rank", "access (attr)",
+                    "atomics", "arrays");
+        for (const PeerReport& p : peers) {
+            const std::string pair = std::to_string(p.from) + " -> " + std::to_string(p.to);
+            if (!p.error.empty()) {
+                std::printf("    %-10s error: %s\n", pair.c_str(), p.error.c_str());
+                continue;
+            }
+            std::printf("    %-10s %-11s %-5d %-15s %-12s %s\n", pair.c_str(), p.can_access_peer ? "yes" : "no",
+                        p.attributes.performance_rank, p.attributes.access_supported ? "yes" : "no",
+                        p.attributes.native_atomic_supported ? "yes" : "no",
+                        p.attributes.cuda_array_access_supported ? "yes" : "no");
+        }
     }
     // Without an opened library every entry is trivially unresolved.
     if (report.library_path.empty() && !verbose) return;
@@ -285,10 +354,11 @@ int main(int argc, char** argv) {
     const cudyn::LoadReport& report = cudyn::load_report();
     std::string device_error;
     const std::vector<DeviceReport> devices = collect_devices(device_error, trials);
+    const std::vector<PeerReport> peers = collect_peers(devices);
     if (json)
-        print_json(report, devices, device_error);
+        print_json(report, devices, peers, device_error);
     else
-        print_human(report, devices, device_error, verbose);
+        print_human(report, devices, peers, device_error, verbose);
 
     if (require_gpu) {
         bool usable = false;

@@ -93,6 +93,17 @@ std::string info_schema() {
          {"fingerprint", fingerprint_schema()},
          {"fingerprint_error", typed("string", "why the trials could not run, when they could not")}},
         "one device", {"error", "fingerprint", "fingerprint_error"});
+    const std::string peer = object(
+        {{"from", typed("integer", "the ordinal of the device that would reach the other's memory")},
+         {"to", typed("integer", "the ordinal of the device whose memory is reached")},
+         {"can_access_peer", typed("boolean", "cuDeviceCanAccessPeer: peer access can be enabled")},
+         {"performance_rank", typed("integer", "CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: lower is a faster link")},
+         {"access_supported", typed("boolean", "CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED")},
+         {"native_atomic_supported", typed("boolean", "CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED")},
+         {"cuda_array_access_supported",
+          typed("boolean", "CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED (false where the driver lacks it)")},
+         {"error", typed("string", "the first query that failed, when one did")}},
+        "one ordered pair of devices", {"error"});
     const std::string entry = object(
         {{"name", typed("string", "the base name asked for (cuMemAlloc)")},
          {"abi_symbol", typed("string", "the ABI's symbol (cuMemAlloc_v2)")},
@@ -118,6 +129,8 @@ std::string info_schema() {
          {"load_ms", typed("number", "how long loading took, in milliseconds")},
          {"device_error", typed("string", "why devices could not be listed, when they could not")},
          {"devices", "{\"type\": \"array\", \"description\": \"every device the driver lists\", \"items\": " + device + "}"},
+         {"peers", "{\"type\": \"array\", \"description\": \"every ordered pair of distinct devices that answered "
+                   "(empty with fewer than two)\", \"items\": " + peer + "}"},
          {"entry_points", "{\"type\": \"array\", \"description\": \"every entry point of the runtime table\", "
                           "\"items\": " + entry + "}"}},
         "cudyn-info --json");

@@ -11,7 +11,7 @@
 
 namespace cudyn::tools {
 
-inline constexpr int kInfoSchemaVersion = 1;
+inline constexpr int kInfoSchemaVersion = 2;  // 2: peers
 
 std::string info_schema();
 

@@ -231,14 +231,19 @@ TrialResult trial_dma_buf(const Device&, CapabilityFingerprint&) {
     // Asked first: without the entry, the allocation below would be for nothing.
     if (auto present = detail::require_entry(&DriverTable::cuMemGetHandleForAddressRange_v11070); !present)
         return outcome_of(present.error(), "cuMemGetHandleForAddressRange");
-    // One host page at the start of an allocation: aligned as dma-buf requires.
-    const std::size_t bytes = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    // One host page, aligned as dma-buf requires, inside an allocation of
+    // two: the driver packs small allocations, so where earlier ones in the
+    // process left off decides the start of a fresh one (driver 580 put a
+    // 4 KiB allocation at 512 bytes past a page), and the verdict must not
+    // depend on what the process did before.
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     CUdeviceptr memory = 0;
-    if (auto allocated = call_driver(&DriverTable::cuMemAlloc_v3020, &memory, bytes); !allocated)
+    if (auto allocated = call_driver(&DriverTable::cuMemAlloc_v3020, &memory, 2 * page); !allocated)
         return outcome_of(allocated.error(), "cuMemAlloc");
+    const CUdeviceptr aligned = (memory + page - 1) / page * page;
     TrialResult result = works();
     int fd = -1;
-    auto done = call_driver(&DriverTable::cuMemGetHandleForAddressRange_v11070, static_cast<void*>(&fd), memory, bytes,
+    auto done = call_driver(&DriverTable::cuMemGetHandleForAddressRange_v11070, static_cast<void*>(&fd), aligned, page,
                             CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0ULL);
     if (!done)
         result = outcome_of(done.error(), "cuMemGetHandleForAddressRange");

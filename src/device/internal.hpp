@@ -3,6 +3,8 @@
 
 #include "cudyn/core/error.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/owner_context.hpp"
+#include "cudyn/device/stream_ref.hpp"
 
 #include <cuda.h>
 
@@ -20,6 +22,17 @@ inline Result<bool> completion(Result<void> queried) {
     if (queried) return true;
     if (queried.error().driver_result == CUDA_ERROR_NOT_READY) return false;
     return std::move(queried).error();
+}
+
+// Runs `call` with `stream`'s context current (and the caller's put back):
+// the driver runs stream work in the calling thread's context, and refuses
+// (cuMemcpyDtoHAsync: INVALID_VALUE) a stream of another context. Without a
+// known context (a raw handle, a default stream) the thread's context stays.
+template <typename Call>
+auto in_stream_context(const StreamRef& stream, Call&& call) -> decltype(call()) {
+    const ContextScope scope(stream.context_handle());
+    if (!scope.status()) return scope.status().error();
+    return call();
 }
 
 }  // namespace cudyn::detail

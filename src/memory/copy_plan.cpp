@@ -4,6 +4,7 @@
 #include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "core/internal.hpp"
+#include "device/internal.hpp"
 #include "memory/internal.hpp"
 
 #include <cstdint>
@@ -170,7 +171,8 @@ CopyPlan::Path CopyPlan::path_for(StreamRef stream) noexcept {
 Result<CopyPlan::Path> CopyPlan::execute(StreamRef stream) const {
     if (empty()) return kExecute.invalid("the plan is empty");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000));  // the driver is usable
-    return run(path_for(stream), stream, order_ == SourceAccessOrder::DuringCall);
+    return detail::in_stream_context(
+        stream, [&] { return run(path_for(stream), stream, order_ == SourceAccessOrder::DuringCall); });
 }
 
 Result<CopyPlan::Path> CopyPlan::execute() const {
@@ -193,7 +195,8 @@ Result<CopyPlan::Path> CopyPlan::execute_via(Path path, StreamRef stream) const 
         return kExecuteVia.invalid(
             "a batch on the legacy default stream (0 or CU_STREAM_LEGACY), which cuMemcpyBatchAsync refuses; use a "
             "created stream, the per-thread default stream, or Path::PerCopy");
-    return run(path, stream, order_ == SourceAccessOrder::DuringCall);
+    return detail::in_stream_context(stream,
+                                     [&] { return run(path, stream, order_ == SourceAccessOrder::DuringCall); });
 }
 
 namespace {

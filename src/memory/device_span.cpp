@@ -1,9 +1,11 @@
 // cudyn — the checked copies and sets behind DeviceSpan and DeviceBuffer.
 #include "cudyn/memory/device_span.hpp"
+#include "cudyn/memory/peer_copy.hpp"
 #include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "core/internal.hpp"
 #include "memory/internal.hpp"
+#include "device/internal.hpp"
 
 #include <string>
 #include <utility>
@@ -55,7 +57,9 @@ Result<void> copy_host_to_device(const char* operation, DeviceExtent destination
     CUDYN_TRY_ASSIGN(auto to, host_transfer_range(operation, destination, offset, source, count, "source"));
     if (stream == nullptr)
         return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyHtoD_v3020, to.address, source, to.bytes));
-    return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes, stream->handle());
+    return in_stream_context(*stream, [&] {
+        return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes, stream->handle());
+    });
 }
 
 Result<void> copy_device_to_host(const char* operation, void* destination, std::size_t count, DeviceExtent source,
@@ -63,8 +67,10 @@ Result<void> copy_device_to_host(const char* operation, void* destination, std::
     CUDYN_TRY_ASSIGN(auto from, host_transfer_range(operation, source, offset, destination, count, "destination"));
     if (stream == nullptr)
         return call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from.address, from.bytes);
-    return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from.address, from.bytes,
-                       stream->handle());
+    return in_stream_context(*stream, [&] {
+        return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from.address, from.bytes,
+                           stream->handle());
+    });
 }
 
 Result<void> copy_device_to_device(const char* operation, DeviceExtent destination, DeviceExtent source,
@@ -82,8 +88,10 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
                          destination.address < source.address + source_bytes;
     if (overlap) return caller.invalid("source and destination overlap");
     if (stream != nullptr)
-        return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address, source.address, source_bytes,
-                           stream->handle());
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address, source.address,
+                               source_bytes, stream->handle());
+        });
     return finish_on_legacy_stream(
         call_driver(&DriverTable::cuMemcpyDtoD_v3020, destination.address, source.address, source_bytes));
 }
@@ -93,7 +101,9 @@ Result<void> set_device_bytes(const char* operation, DeviceExtent destination, s
     CUDYN_TRY_ASSIGN(const std::size_t bytes, extent_bytes(operation, destination, "the destination"));
     const auto byte = static_cast<unsigned char>(value);
     if (stream != nullptr)
-        return call_driver(&DriverTable::cuMemsetD8Async_v3020, destination.address, byte, bytes, stream->handle());
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemsetD8Async_v3020, destination.address, byte, bytes, stream->handle());
+        });
     return finish_on_legacy_stream(call_driver(&DriverTable::cuMemsetD8_v3020, destination.address, byte, bytes));
 }
 
@@ -106,8 +116,10 @@ Result<void> set_device_words(const char* operation, DeviceExtent destination, s
         return Operation(operation).invalid("a 32-bit fill needs a 4-byte-aligned address and a whole number of words");
     const auto word = static_cast<unsigned int>(value);
     if (stream != nullptr)
-        return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,
-                           stream->handle());
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,
+                               stream->handle());
+        });
     return finish_on_legacy_stream(
         call_driver(&DriverTable::cuMemsetD32_v3020, destination.address, word, bytes / 4));
 }
@@ -131,6 +143,34 @@ Result<void> check_subspan(std::size_t first, std::size_t count, std::size_t siz
     constexpr Operation kSubspan{"DeviceSpan::subspan"};
     return kSubspan.invalid("elements [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
                             std::to_string(count) + ") run past the " + std::to_string(size) + " of the span");
+}
+
+}  // namespace cudyn::detail
+
+namespace cudyn::detail {
+
+Result<void> copy_peer_bytes(DeviceExtent destination, CUcontext destination_context, DeviceExtent source,
+                             CUcontext source_context, const StreamRef* stream) {
+    constexpr const char* kName = "copy_peer";
+    if (destination_context == nullptr) return Operation(kName).invalid("the destination context is empty");
+    if (source_context == nullptr) return Operation(kName).invalid("the source context is empty");
+    CUDYN_TRY_ASSIGN(const std::size_t destination_bytes, extent_bytes(kName, destination, "the destination"));
+    CUDYN_TRY_ASSIGN(const std::size_t source_bytes, extent_bytes(kName, source, "source"));
+    if (source_bytes > destination_bytes)
+        return Operation(kName).invalid("source (" + bytes_text(source_bytes) + ") does not fit the destination (" +
+                                        bytes_text(destination_bytes) + ")");
+    const bool overlap = source.address < destination.address + source_bytes &&
+                         destination.address < source.address + source_bytes;
+    if (overlap) return Operation(kName).invalid("source and destination overlap");
+    if (stream != nullptr)
+        return in_stream_context(*stream, [&] {
+            return call_driver(&DriverTable::cuMemcpyPeerAsync_v4000, destination.address, destination_context,
+                               source.address, source_context, source_bytes, stream->handle());
+        });
+    const ContextScope scope(destination_context);
+    CUDYN_TRY(scope.status());
+    return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyPeer_v4000, destination.address,
+                                               destination_context, source.address, source_context, source_bytes));
 }
 
 }  // namespace cudyn::detail

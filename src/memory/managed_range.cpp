@@ -5,6 +5,7 @@
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/loader.hpp"
 #include "core/internal.hpp"
+#include "device/internal.hpp"
 #include "device/device_facts.hpp"
 #include "memory/internal.hpp"
 
@@ -221,7 +222,8 @@ Result<void> ManagedRange::unset_accessed_by(const Location& location) const {
 
 Result<void> ManagedRange::prefetch_to(const Location& location, StreamRef stream) const {
     CUDYN_TRY_ASSIGN(auto target, detail::prepare_prefetch_location(location, "ManagedRange::prefetch_to: location"));
-    return detail::issue_prefetch(base_, bytes_, target, stream.handle());
+    return detail::in_stream_context(stream,
+                                     [&] { return detail::issue_prefetch(base_, bytes_, target, stream.handle()); });
 }
 
 Result<void> ManagedRange::prefetch_to(const Location& location) const {

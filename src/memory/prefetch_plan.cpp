@@ -3,6 +3,7 @@
 #include "cudyn/memory/prefetch_plan.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "core/internal.hpp"
+#include "device/internal.hpp"
 #include "device/device_facts.hpp"
 #include "memory/internal.hpp"
 
@@ -41,6 +42,10 @@ Result<void> PrefetchPlan::add(const ManagedRange& range, const Location& locati
 
 Result<void> PrefetchPlan::execute(StreamRef stream) const {
     if (entries_.empty()) return kExecute.invalid("the plan is empty");
+    return detail::in_stream_context(stream, [&] { return issue(stream); });
+}
+
+Result<void> PrefetchPlan::issue(StreamRef stream) const {
 
     // Distinct locations in order of first appearance, each checked once.
     std::vector<Location> locations;

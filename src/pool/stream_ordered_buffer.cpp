@@ -6,6 +6,7 @@
 
 #include "core/internal.hpp"
 #include "device/device_facts.hpp"
+#include "device/internal.hpp"
 #include "pool/internal.hpp"
 
 #include <string>
@@ -51,26 +52,27 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     // A pool exists only where pools do; the current pool needs the check.
     if (pool == nullptr) CUDYN_TRY(require_pool_device(*context));
     CUdeviceptr address = 0;
-    if (pool != nullptr)
-        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
-                              stream.handle()));
-    else
-        CUDYN_TRY(call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle()));
+    // In the stream's context, whatever the thread's is (a created stream).
+    CUDYN_TRY(in_stream_context(stream, [&]() -> Result<void> {
+        if (pool != nullptr)
+            return call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
+                               stream.handle());
+        return call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle());
+    }));
     const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
-    return StreamOrderedMemory(Held{std::move(retained), address, bytes, stream.handle(), allocated_in});
+    return StreamOrderedMemory(Held{std::move(retained), address, bytes, stream.handle(), allocated_in, allocated_in});
 }
 
 Result<void> StreamOrderedMemory::Held::release() {
-    // A created stream names its own context to the driver, so the free needs
-    // no context made current (saving a cuCtxGetCurrent per free); the default
-    // streams mean "the current context's", which must then be this memory's.
-    if (StreamRef(stream).is_default()) {
-        const ContextScope scope(context);
-        CUDYN_TRY(scope.status());
-        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
-    } else {
-        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
-    }
+    // In the context of the stream's work, like every stream operation: the
+    // driver refuses stream work of another context than the current one
+    // (copies answer INVALID_VALUE), and a default stream means "the current
+    // context's", which must then be this memory's (stream_context is the
+    // allocation's for a default stream). One cuCtxGetCurrent when it is
+    // current already; the caller's context is put back.
+    const ContextScope scope(stream_context != nullptr ? stream_context : context);
+    CUDYN_TRY(scope.status());
+    CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
     *this = Held{};  // the retain, if any, goes after the free
     return ok();
 }

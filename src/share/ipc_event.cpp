@@ -83,12 +83,19 @@ Result<void> IpcEvent::require(const char* operation) const {
 
 Result<void> IpcEvent::record(StreamRef stream) {
     CUDYN_TRY(require("IpcEvent::record"));
+    // A default stream means the current context's: the event's own.
+    const CUcontext in = stream.context_handle() != nullptr ? stream.context_handle()
+                         : stream.is_default()               ? held_->context.handle()
+                                                             : nullptr;
+    const detail::ContextScope scope(in);
+    CUDYN_TRY(scope.status());
     return call_driver(&DriverTable::cuEventRecord_v2000, handle(), stream.handle());
 }
 
 Result<void> IpcEvent::wait(StreamRef stream) const {
     CUDYN_TRY(require("IpcEvent::wait"));
-    return call_driver(&DriverTable::cuStreamWaitEvent_v3020, stream.handle(), handle(), 0u);
+    return detail::in_stream_context(
+        stream, [&] { return call_driver(&DriverTable::cuStreamWaitEvent_v3020, stream.handle(), handle(), 0u); });
 }
 
 Result<void> IpcEvent::synchronize() const {

@@ -49,6 +49,9 @@
 #include "cudyn/memory/managed_buffer.hpp"
 #include "cudyn/device/stream_memory_ops.hpp"
 #include "cudyn/vmm/range_access.hpp"
+#include "cudyn/device/event.hpp"
+#include "cudyn/device/peer_access.hpp"
+#include "cudyn/memory/peer_copy.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -103,6 +106,8 @@ public:
     }
 
     bool injected() const noexcept { return mode_ == Mode::Inject; }
+    // The injected point ("cuMemMap:2"), empty outside an injected run.
+    const std::string& fault() const noexcept { return fault_; }
     const std::string& error() const noexcept { return error_; }
     bool ran() const noexcept { return ran_; }
     const std::vector<std::string>& calls() const noexcept { return calls_; }
@@ -399,7 +404,11 @@ std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEv
              t.operation([&] { return plan.execute(stream); });
              require_ok(stream.synchronize());
              if (t.injected()) {  // one call: refused, nothing of it ran; a retry does all of it
-                 CHECK(t.error().find("one call for the batch of 2 copies") != std::string::npos);
+                 // The other injection point is the stream-context check before the batch.
+                 if (t.fault().rfind("cuCtxGetCurrent", 0) == 0)
+                     CHECK(t.error().find("cuCtxGetCurrent") != std::string::npos);
+                 else
+                     CHECK(t.error().find("one call for the batch of 2 copies") != std::string::npos);
                  CHECK(read_device(destination.device_address(), 2048) == std::vector<std::uint32_t>(2048, 0u));
                  (void)take(plan.execute(stream));
                  require_ok(stream.synchronize());
@@ -485,6 +494,40 @@ std::vector<Row> rows(const IpcMemoryDescriptor& peer_memory, const cudyn::IpcEv
              t.operation([&] { return pool.set_access({Location::device(1), AccessFlags::ReadWrite}); });
              if (t.injected()) CHECK(take(pool.access(Location::device(1))) == AccessFlags::None);  // unchanged
              require_ok(pool.set_access({Location::device(1), AccessFlags::ReadWrite}));
+         }},
+        {"enable_peer_access",
+         [](Trial& t) {
+             auto context0 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(0))));
+             auto context1 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(1))));
+             require_ok(cudyn::disable_peer_access(context0, context1));  // each run starts without access
+             t.operation([&] { return cudyn::enable_peer_access(context0, context1); });
+             // The caller's context is back, failed or not; a retry enables.
+             CUcontext current = nullptr;
+             require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxGetCurrent_v4000, &current));
+             CHECK(current == context0.handle());
+             require_ok(cudyn::enable_peer_access(context0, context1));
+             require_ok(cudyn::disable_peer_access(context0, context1));
+         }},
+        {"copy_peer (synchronous, device 1 to device 0)",
+         [](Trial& t) {
+             auto context0 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(0))));
+             auto context1 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(1))));
+             auto destination = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(context1.make_current());
+             auto source = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(source.fill(kStamp));
+             require_ok(context0.make_current());
+             t.operation([&] { return cudyn::copy_peer(destination.device_span(), context0, source.device_span(), context1); });
+             require_ok(cudyn::copy_peer(destination.device_span(), context0, source.device_span(), context1));
+             CHECK(read_device(destination.device_address(), 1024) == std::vector<std::uint32_t>(1024, kStamp));
+         }},
+        {"Event::record (an owned stream)",
+         [](Trial& t) {
+             auto stream = take(cudyn::Stream::create());
+             auto event = take(cudyn::Event::create());
+             t.operation([&] { return event.record(stream); });
+             require_ok(event.record(stream));
+             require_ok(event.synchronize());
          }},
         {"export_pool_pointer",
          [](Trial& t) {

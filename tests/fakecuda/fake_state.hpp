@@ -290,6 +290,10 @@ struct State {
     bool imex_channel = false;
     std::array<Device, kMaxDevices> devices{};
     int peer[kMaxDevices][kMaxDevices] = {};
+    // Peer access enabled from the first context to the second (fakecuda_peer.cpp).
+    std::set<std::pair<CUctx_st*, CUctx_st*>> peer_enabled;
+    // fakecuda_set_small_alloc_offset: where a one-page cuMemAlloc lands past a page.
+    std::size_t small_alloc_offset = 0;
 
     std::map<std::uintptr_t, Allocation> allocs;        // keyed by base; ranges never overlap
     std::map<std::uintptr_t, std::uintptr_t> aliases;   // registered alias base -> host base
@@ -442,6 +446,8 @@ void release_allocation(State& st, Allocation& a);
 // Tear down everything owned by a primary context that reached refcount 0
 // (the caller waited for its work first).
 void destroy_context_resources(State& st, CUctx_st* ctx);
+// The peer access a destroyed context had, both ways, goes with it (fakecuda_peer.cpp).
+void peer_context_destroyed(State& st, CUctx_st* ctx);
 
 // ---- inter-process sharing (fakecuda_ipc.cpp) ----------------------------------
 // A memfd of `size` bytes (rounded up to pages) that backs cuMemAlloc memory so

@@ -390,6 +390,8 @@ CUresult event_record(CUevent e, CUstream s, bool per_thread_default) {
     if (st.events.count(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
     std::shared_ptr<fake::Queue> queue;
     if (CUresult rc = fake::stream_queue(st, s, per_thread_default, &queue)) return rc;
+    // The event and the stream must be of one context.
+    if (queue->ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
     auto record = std::make_shared<fake::EventRecord>();
     const fake::IpcRecord shared = fake::ipc_event_record(e);
     const fake::Dependency done = fake::enqueue(st, queue, [record, shared](State&) {

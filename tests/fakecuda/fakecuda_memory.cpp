@@ -258,18 +258,25 @@ FAKE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     if (bytesize > fake::kTotalMemory - dev.bytes_in_use) return CUDA_ERROR_OUT_OF_MEMORY;
     // Backed by a memfd where the platform has one, so cuIpcGetMemHandle can
     // share it with another process (fakecuda_ipc.cpp).
-    const int fd = fake::shareable_memory_fd(bytesize);
+    const std::size_t offset = bytesize <= fake::kPageSize ? st.small_alloc_offset : 0;
+    const int fd = fake::shareable_memory_fd(bytesize + offset);
     std::size_t mapping_size = 0;
-    void* m = fake::map_memory(bytesize, &mapping_size, fd);
+    void* m = fake::map_memory(bytesize + offset, &mapping_size, fd);
     if (!m) {
 #if !defined(_WIN32)
         if (fd >= 0) ::close(fd);
 #endif
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    track(st, reinterpret_cast<std::uintptr_t>(m), bytesize, Kind::Device, ctx, 0, m, mapping_size).shared_fd = fd;
+    const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(m) + offset;
+    // Memory past a page start is not shared over legacy IPC here (the
+    // importer's mapping would start at the page).
+#if !defined(_WIN32)
+    if (offset != 0 && fd >= 0) ::close(fd);
+#endif
+    track(st, base, bytesize, Kind::Device, ctx, 0, m, mapping_size).shared_fd = offset == 0 ? fd : -1;
     dev.bytes_in_use += bytesize;
-    *dptr = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(m));
+    *dptr = static_cast<CUdeviceptr>(base);
     return CUDA_SUCCESS;
 }
 

@@ -146,6 +146,11 @@ FAKECUDA_PROBE_API void fakecuda_set_fail(const char* spec);
 FAKECUDA_PROBE_API void fakecuda_set_attribute(int device, int attribute, int value);
 /* What cuDeviceCanAccessPeer(a, b) answers (default 1 for a != b). */
 FAKECUDA_PROBE_API void fakecuda_set_peer_access(int a, int b, int can);
+/* Where a cuMemAlloc of at most one page lands past a page boundary (0, the
+   default: at one). The real driver packs small allocations: driver 580 put a
+   fresh 4 KiB allocation 512 bytes past a page in a process that had
+   allocated before. Memory allocated so is not shareable over legacy IPC. */
+FAKECUDA_PROBE_API void fakecuda_set_small_alloc_offset(unsigned bytes);
 /* Whether an IMEX channel exists (overrides FAKECUDA_IMEX, default 0): without
  * one cuMemCreate of fabric memory and a fabric pool's export answer
  * CUDA_ERROR_NOT_PERMITTED while the fabric attribute still reads 1, as a real
@@ -239,6 +244,7 @@ typedef int (*PFN_fakecuda_pool_free_ranges)(void* pool, unsigned long long* add
 typedef void (*PFN_fakecuda_set_fail)(const char* spec);
 typedef void (*PFN_fakecuda_set_attribute)(int device, int attribute, int value);
 typedef void (*PFN_fakecuda_set_peer_access)(int a, int b, int can);
+typedef void (*PFN_fakecuda_set_small_alloc_offset)(unsigned bytes);
 typedef void (*PFN_fakecuda_set_dma_buf_pcie)(int on);
 typedef void (*PFN_fakecuda_hold_events)(int on);
 typedef void (*PFN_fakecuda_set_stream_delay_us)(unsigned int us);

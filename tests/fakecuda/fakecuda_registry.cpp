@@ -65,6 +65,11 @@ const fake::ProcEntry kEntries[] = {
     {"cuCtxGetCurrent", 4000, fn(&cuCtxGetCurrent), nullptr},
     {"cuCtxGetDevice", 2000, fn(&cuCtxGetDevice), nullptr},
     {"cuCtxSynchronize", 2000, fn(&cuCtxSynchronize), nullptr},
+    {"cuCtxEnablePeerAccess", 4000, fn(&cuCtxEnablePeerAccess), nullptr},
+    {"cuCtxDisablePeerAccess", 4000, fn(&cuCtxDisablePeerAccess), nullptr},
+    {"cuDeviceGetP2PAttribute", 8000, fn(&cuDeviceGetP2PAttribute), nullptr},
+    {"cuMemcpyPeer", 4000, fn(&cuMemcpyPeer), fn(&cuMemcpyPeer_ptds)},
+    {"cuMemcpyPeerAsync", 4000, fn(&cuMemcpyPeerAsync), fn(&cuMemcpyPeerAsync_ptsz)},
 #if FAKE_HAS(13000)
     {"cuCtxGetDevice", 13000, fn(&cuCtxGetDevice_v2), nullptr},
     {"cuCtxSynchronize", 13000, fn(&cuCtxSynchronize_v2), nullptr},

@@ -555,6 +555,7 @@ void destroy_context_resources(State& st, CUctx_st* ctx) {
     // The caller waited for the context's work (primary_release); what a
     // failed context left pending is dropped.
     drop_context_queues(st, ctx);
+    peer_context_destroyed(st, ctx);
     ctx->sticky = CUDA_SUCCESS;
     for (auto it = st.allocs.begin(); it != st.allocs.end();) {
         auto next = std::next(it);

@@ -154,8 +154,13 @@ Operand unified(State& st, CUdeviceptr p) {
 }
 
 // The queue of a call: its stream, or the default stream of a no-stream call.
+// A created stream of another context than the current one is refused
+// (driver 580: cuMemcpyDtoHAsync_v2 on a device-1 stream with device 0's
+// context current answered INVALID_VALUE).
 CUresult queue_of(State& st, CUstream stream, bool per_thread_default, std::shared_ptr<fake::Queue>* queue) {
-    return fake::stream_queue(st, stream, per_thread_default, queue);
+    if (CUresult rc = fake::stream_queue(st, stream, per_thread_default, queue)) return rc;
+    if (!fake::is_default_stream(stream) && stream->ctx != fake::current_context(st)) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
 }
 
 // Enqueues the work and returns when `returns` says.
@@ -497,6 +502,45 @@ FAKE_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdev
                                                     size_t ByteCount, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
     return memcpy_dtod(dstDevice, srcDevice, ByteCount, hStream, kStream, kPerThread);
+}
+
+// ---- peer copies -----------------------------------------------------------------------------
+// A copy between two contexts' memory: both contexts must be live; the copy
+// itself is a device-to-device copy (peer access is not needed for it).
+
+namespace {
+CUresult memcpy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t n,
+                     CUstream stream, bool has_stream, bool per_thread) {
+    State& st = fake::state();
+    if (!fake::known_context(st, dst_ctx) || !fake::known_context(st, src_ctx) || dst_ctx->refcount <= 0 ||
+        src_ctx->refcount <= 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return memcpy_dtod(dst, src, n, stream, has_stream, per_thread);
+}
+}  // namespace
+
+FAKE_API CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                       CUcontext srcContext, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                            CUcontext srcContext, size_t ByteCount) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                            CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                                 CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memcpy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, kStream, kPerThread);
 }
 
 // ---- sets ------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ public:
     Result<void> execute() const;
 
 private:
+    Result<void> issue(StreamRef stream) const;  // execute(stream) in the stream's context
     struct Entry {
         CUdeviceptr base;
         std::size_t bytes;

@@ -42,9 +42,15 @@ public:
     CUdeviceptr address() const noexcept { return held_->address; }
     std::size_t bytes() const noexcept { return held_->bytes; }
     CUstream stream() const noexcept { return held_->stream; }
+    // stream() with the context its work runs in: the one a recorded
+    // cudyn::Stream names, else the allocation's own. The no-stream forms run
+    // there, whatever context the calling thread has.
+    StreamRef stream_ref() const noexcept { return StreamRef(held_->stream, held_->stream_context); }
     bool empty() const noexcept { return held_.empty(); }
-    void use_on(CUstream stream) noexcept {
-        if (!empty()) held_->stream = stream;
+    void use_on(StreamRef stream) noexcept {
+        if (empty()) return;
+        held_->stream = stream.handle();
+        held_->stream_context = stream.context_handle() != nullptr ? stream.context_handle() : held_->context;
     }
     // cuMemFreeAsync on stream(), in the allocation's context: empty
     // afterwards, or unchanged when the driver refused (retry).
@@ -59,6 +65,7 @@ private:
         std::size_t bytes = 0;
         CUstream stream = nullptr;
         CUcontext context = nullptr;  // the one it was allocated in, made current for a default-stream free
+        CUcontext stream_context = nullptr;  // the context of `stream`'s work (see stream_ref())
 
         bool empty() const noexcept { return address == 0; }
         Result<void> release();  // cuMemFreeAsync on stream; the retain goes after the free
@@ -110,7 +117,7 @@ public:
     CUstream stream() const noexcept { return memory_.stream(); }
     // Records that work on `stream` uses the buffer (a kernel the program
     // launched), so that the free follows it.
-    void use_on(StreamRef stream) noexcept { memory_.use_on(stream.handle()); }
+    void use_on(StreamRef stream) noexcept { memory_.use_on(stream); }
 
     // Transfers take an optional stream last. Without one they run on the
     // buffer's stream and return once it has done them (done means done, in
@@ -120,7 +127,7 @@ public:
     // Host -> device, the whole span to the first source.size() elements.
     Result<void> copy_from(HostSpan<const T> source) {
         CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
-        return detail::finish_on_stream(copy_in(source, stream()), stream());
+        return detail::finish_on_stream(copy_in(source, memory_.stream_ref()), stream());
     }
     Result<void> copy_from(HostSpan<const T> source, StreamRef stream) {
         CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
@@ -131,7 +138,7 @@ public:
     // records its stream, which the free must follow.
     Result<void> copy_to(HostSpan<T> destination) {
         CUDYN_TRY(live("StreamOrderedBuffer::copy_to"));
-        return detail::finish_on_stream(copy_out(destination, stream()), stream());
+        return detail::finish_on_stream(copy_out(destination, memory_.stream_ref()), stream());
     }
     Result<void> copy_to(HostSpan<T> destination, StreamRef stream) {
         CUDYN_TRY(live("StreamOrderedBuffer::copy_to"));
@@ -141,7 +148,7 @@ public:
     // Device -> device: all of `source` to the start of the buffer.
     Result<void> copy_from(DeviceSpan<const T> source) {
         CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
-        return detail::finish_on_stream(copy_in(source, stream()), stream());
+        return detail::finish_on_stream(copy_in(source, memory_.stream_ref()), stream());
     }
     Result<void> copy_from(DeviceSpan<const T> source, StreamRef stream) {
         CUDYN_TRY(live("StreamOrderedBuffer::copy_from"));
@@ -151,7 +158,7 @@ public:
     // Every byte set to `value`.
     Result<void> set_bytes(std::uint8_t value) {
         CUDYN_TRY(live("StreamOrderedBuffer::set_bytes"));
-        return detail::finish_on_stream(set_in(value, stream()), stream());
+        return detail::finish_on_stream(set_in(value, memory_.stream_ref()), stream());
     }
     Result<void> set_bytes(std::uint8_t value, StreamRef stream) {
         CUDYN_TRY(live("StreamOrderedBuffer::set_bytes"));
@@ -162,7 +169,7 @@ public:
     template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value) {
         CUDYN_TRY(live("StreamOrderedBuffer::fill"));
-        return detail::finish_on_stream(fill_in(value, stream()), stream());
+        return detail::finish_on_stream(fill_in(value, memory_.stream_ref()), stream());
     }
     template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value, StreamRef stream) {

@@ -1,0 +1,85 @@
+// cudyn — peer access and P2P attributes.
+#include "cudyn/device/peer_access.hpp"
+#include "cudyn/loader/driver_call.hpp"
+
+#include "core/internal.hpp"
+
+#include <string>
+
+namespace cudyn {
+
+namespace {
+
+constexpr detail::Operation kAttributes{"peer_attributes"};
+constexpr detail::Operation kEnable{"enable_peer_access"};
+constexpr detail::Operation kDisable{"disable_peer_access"};
+
+std::string pair(const Device& from, const Device& to) {
+    return "device " + std::to_string(from.ordinal()) + " -> device " + std::to_string(to.ordinal());
+}
+
+Result<void> check_pair(const detail::Operation& operation, const PrimaryContext& from, const PrimaryContext& to) {
+    if (from.handle() == nullptr) return operation.invalid("`from` is empty (moved from or released)");
+    if (to.handle() == nullptr) return operation.invalid("`to` is empty (moved from or released)");
+    if (from.device().ordinal() == to.device().ordinal())
+        return operation.invalid("both contexts are on device " + std::to_string(from.device().ordinal()) +
+                                 " (peer access is between two devices)");
+    return ok();
+}
+
+Result<int> p2p_attribute(CUdevice_P2PAttribute attribute, const Device& from, const Device& to) {
+    int value = 0;
+    CUDYN_TRY(call_driver(&DriverTable::cuDeviceGetP2PAttribute_v8000, &value, attribute, from.handle(), to.handle()));
+    return value;
+}
+
+}  // namespace
+
+Result<PeerAttributes> peer_attributes(const Device& from, const Device& to) {
+    if (from.ordinal() == to.ordinal())
+        return kAttributes.invalid("both are device " + std::to_string(from.ordinal()) +
+                                   " (P2P attributes describe two devices)");
+    PeerAttributes attributes;
+    CUDYN_TRY_ASSIGN(attributes.performance_rank, p2p_attribute(CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, from, to));
+    CUDYN_TRY_ASSIGN(const int access, p2p_attribute(CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, from, to));
+    CUDYN_TRY_ASSIGN(const int atomics, p2p_attribute(CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, from, to));
+    attributes.access_supported = access != 0;
+    attributes.native_atomic_supported = atomics != 0;
+    // The array attribute is newer than the others: a driver that does not
+    // know it answers INVALID_VALUE, which means "no" (conventions.md).
+    auto arrays = p2p_attribute(CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED, from, to);
+    if (arrays) {
+        attributes.cuda_array_access_supported = *arrays != 0;
+    } else if (arrays.error().driver_result != CUDA_ERROR_INVALID_VALUE &&
+               arrays.error().driver_result != CUDA_ERROR_NOT_SUPPORTED) {
+        return std::move(arrays).error();
+    }
+    return attributes;
+}
+
+Result<void> enable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
+    CUDYN_TRY(check_pair(kEnable, from, to));
+    CUDYN_TRY_ASSIGN(const bool can, from.device().can_access_peer(to.device()));
+    if (!can)
+        return kEnable.not_supported("cuDeviceCanAccessPeer", pair(from.device(), to.device()) +
+                                                                  ": cuDeviceCanAccessPeer says the first cannot "
+                                                                  "reach the second's memory directly");
+    const detail::ContextScope scope(from.handle());
+    CUDYN_TRY(scope.status());
+    auto enabled = call_driver(&DriverTable::cuCtxEnablePeerAccess_v4000, to.handle(), 0u);
+    if (!enabled && enabled.error().driver_result == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return ok();
+    if (!enabled) return kEnable.context(std::move(enabled).error());
+    return ok();
+}
+
+Result<void> disable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
+    CUDYN_TRY(check_pair(kDisable, from, to));
+    const detail::ContextScope scope(from.handle());
+    CUDYN_TRY(scope.status());
+    auto disabled = call_driver(&DriverTable::cuCtxDisablePeerAccess_v4000, to.handle());
+    if (!disabled && disabled.error().driver_result == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) return ok();
+    if (!disabled) return kDisable.context(std::move(disabled).error());
+    return ok();
+}
+
+}  // namespace cudyn
