@@ -3,7 +3,9 @@
  * Every variant exports these next to its cu* entries; tests reach them in the
  * driver cudyn loaded, without linking it (dlopen with RTLD_NOLOAD, dlsym and
  * the PFN_ types below). Thread-safe (the cu* entries' lock); plain C. The
- * environment the fake reads when it loads is listed in README.md.
+ * environment the fake reads when it loads is in cudyn's guide, "Testing your
+ * program without a GPU". Installed (-Dfake_driver=enabled) as
+ * <cudyn/fake/fakecuda_probe.h>; its functions are API.
  */
 #ifndef CUDYN_TESTS_FAKECUDA_PROBE_H
 #define CUDYN_TESTS_FAKECUDA_PROBE_H
