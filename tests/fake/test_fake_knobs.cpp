@@ -8,7 +8,7 @@
 #include "support/catch.hpp"
 #include "support/child_process.hpp"
 
-#include "fakecuda/fakecuda_probe.h"
+#include "cudyn/fake/fakecuda_probe.h"
 
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/loader.hpp"
