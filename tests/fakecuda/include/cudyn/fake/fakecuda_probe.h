@@ -6,6 +6,16 @@
  * environment the fake reads when it loads is in cudyn's guide, "Testing your
  * program without a GPU". Installed (-Dfake_driver=enabled) as
  * <cudyn/fake/fakecuda_probe.h>; its functions are API.
+ *
+ * The environment, read once when the fake loads (a bad value is said on
+ * stderr and replaced by the default or the nearest bound):
+ *   FAKECUDA_DEVICES=N          devices, 0..8 (default 1)
+ *   FAKECUDA_ATTR="id:v,id:v@d" device attribute overrides (@d: device d only)
+ *   FAKECUDA_FAIL="rules"       fault rules, the syntax of fakecuda_set_fail
+ *   FAKECUDA_DRIVER_VERSION=N   the version reported (default: the variant's)
+ *   FAKECUDA_NUMA_NODES=N       host NUMA nodes, 1..64 (default 1)
+ *   FAKECUDA_IMEX=0|1           an IMEX channel: fabric handles work (default 0)
+ *   FAKECUDA_STREAM_DELAY_US=N  stream work starts N us late (default 0)
  */
 #ifndef CUDYN_TESTS_FAKECUDA_PROBE_H
 #define CUDYN_TESTS_FAKECUDA_PROBE_H
