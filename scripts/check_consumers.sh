@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# Installs cudyn into a temporary prefix and builds and runs the two consumer
-# projects (tests/consumers/meson, tests/consumers/cmake) against it, the way
-# another project would take the library:
+# Installs cudyn, with its fake drivers (-Dfake_driver=enabled), into a
+# temporary prefix and builds and runs the two consumer projects
+# (tests/consumers/meson, tests/consumers/cmake) against it, the way another
+# project would take the library:
 #   1. Meson consumer through pkg-config (PKG_CONFIG_PATH at the prefix)
 #   2. the same Meson consumer with cudyn as a subproject (subprojects/cudyn
 #      -> this checkout, --force-fallback-for=cudyn)
 #   3. CMake consumer through find_package(cudyn CONFIG) (CMAKE_PREFIX_PATH)
 #   4. CMake consumer linking cudyn::cudyn_static from a copy of the install
-#      staged elsewhere (meson install --destdir): the CMake package is
-#      relocatable
-# Each consumer runs on the emulated fake driver when it is built
-# (<build>/tests/fakecuda/emulated/libcuda.so.1: state loaded, 1 MiB
-# allocated and freed through cudyn::call_driver), else with an absent driver
-# (state not_found). Exits non-zero on any failure.
+#      staged elsewhere (meson install --destdir): the CMake package, and the
+#      fake drivers' location it gives, are relocatable
+# Each builds two programs: consumer (state loaded on the installed emulated
+# fake driver, 1 MiB allocated and freed through cudyn::call_driver) and a
+# small downstream program's own tests (tests/consumers/arena: device memory,
+# VMM growth, sharing between two processes, a fault injected half-way, an
+# old driver, the stub, no driver), which run through `meson test` / `ctest`
+# on the fake drivers the package names (installed, or the subproject's).
+# Exits non-zero on any failure.
 #
-#   scripts/check_consumers.sh [BUILD_DIR]     BUILD_DIR: where the fake driver is (default: build)
+#   scripts/check_consumers.sh [BUILD_DIR]     BUILD_DIR: unused (the fakes
+#                                              come from the install); kept for callers
 #
 # Environment: CXX (compiler for every build), CUDYN_CONSUMERS_KEEP=1 keeps the
 # temporary folder.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build_dir="$(cd "${1:-${BUILD_DIR:-$here/build}}" 2>/dev/null && pwd || echo "${1:-$here/build}")"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cudyn-consumers.XXXXXX")"
 if [ "${CUDYN_CONSUMERS_KEEP:-0}" = 1 ]; then
     echo "consumers: keeping $work"
@@ -42,43 +46,56 @@ quiet() {
 }
 
 step "build and install cudyn into $prefix"
-quiet meson setup "$work/cudyn-build" "$here" -Dprefix="$prefix" -Dtests=disabled -Dbench=disabled
+quiet meson setup "$work/cudyn-build" "$here" -Dprefix="$prefix" -Dtests=disabled -Dbench=disabled \
+    -Dfake_driver=enabled
 quiet meson compile -C "$work/cudyn-build"
 quiet meson install -C "$work/cudyn-build"
 quiet meson install -C "$work/cudyn-build" --destdir "$work/moved"  # a second, relocated copy
 
 pc_file="$(find "$prefix" -name cudyn.pc -print -quit)"
 cmake_config="$(find "$prefix" -name cudynConfig.cmake -print -quit)"
+libdir="$(dirname "$(dirname "$pc_file")")"
+fake_dir="$libdir/cudyn/fake"
 for installed in "$prefix/include/cudyn/cudyn.hpp" "$prefix/include/cudyn/loader/driver_symbols.def" "$pc_file" \
-                 "$cmake_config" "$(dirname "$cmake_config")/cudynConfigVersion.cmake"; do
+                 "$cmake_config" "$(dirname "$cmake_config")/cudynConfigVersion.cmake" \
+                 "$prefix/include/cudyn/fake/fakecuda_probe.h"; do
     [ -f "$installed" ] || { echo "consumers: not installed: $installed" >&2; exit 1; }
 done
-libdir="$(dirname "$(dirname "$pc_file")")"
+for variant in emulated cuda12 cuda11 legacy stub broken; do
+    [ -f "$fake_dir/$variant/libcuda.so.1" ] || { echo "consumers: not installed: $fake_dir/$variant/libcuda.so.1" >&2; exit 1; }
+done
 ls "$libdir"/libcudyn.so* "$libdir"/libcudyn.a >/dev/null
+pc_fake_dir="$(PKG_CONFIG_PATH="$(dirname "$pc_file")" pkg-config --variable=fake_driver_dir cudyn)"
+[ "$pc_fake_dir" -ef "$fake_dir" ] || { echo "consumers: cudyn.pc names fake_driver_dir=$pc_fake_dir, not $fake_dir" >&2; exit 1; }
 
-fake="$build_dir/tests/fakecuda/emulated/libcuda.so.1"
-if [ -f "$fake" ]; then
-    driver_env=(CUDYN_DRIVER_PATH="$fake" FAKECUDA_DEVICES=1)
-    expect=loaded
-else
-    echo "consumers: $fake not built: running with no driver, expecting not_found"
-    driver_env=(CUDYN_DRIVER_PATH=/nonexistent/cudyn-consumers/libcuda.so.1)
-    expect=not_found
-fi
-
-run_consumer() {  # name, executable, library folder
-    step "run $1 (expect $expect)"
-    env "${driver_env[@]}" LD_LIBRARY_PATH="$3${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$2" --expect "$expect"
+# consumer NAME EXECUTABLE LIBRARY_FOLDER FAKE_DIR: the program on the emulated fake.
+run_consumer() {
+    step "run $1 (expect loaded)"
+    env CUDYN_DRIVER_PATH="$4/emulated/libcuda.so.1" FAKECUDA_DEVICES=1 \
+        LD_LIBRARY_PATH="$3${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$2" --expect loaded
+}
+# arena_tests NAME LIBRARY_FOLDER COMMAND...: the downstream program's own tests.
+arena_tests() {
+    local name="$1" library_folder="$2"
+    shift 2
+    step "$name: the downstream program's tests on the fake drivers"
+    quiet env LD_LIBRARY_PATH="$library_folder${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+    grep -E '^(Ok|Fail|Skipped):|tests passed|tests failed' "$work/last.log" | tr '\n' ' '
+    echo
 }
 
 step "installed cudyn-info"
-quiet env "${driver_env[@]}" LD_LIBRARY_PATH="$libdir" "$prefix/bin/cudyn-info"
+quiet env CUDYN_DRIVER_PATH="$fake_dir/emulated/libcuda.so.1" LD_LIBRARY_PATH="$libdir" "$prefix/bin/cudyn-info"
+grep -q 'state           loaded' "$work/last.log" || { cat "$work/last.log" >&2; exit 1; }
+step "installed cudyn-info explains each unusable state and names the installed fake for a dry run"
+quiet env LD_LIBRARY_PATH="$libdir" python3 "$here/scripts/check_info_report.py" "$prefix/bin/cudyn-info" "$fake_dir"
 
 step "meson consumer via pkg-config"
 quiet env PKG_CONFIG_PATH="$(dirname "$pc_file")" meson setup "$work/meson-pc" "$here/tests/consumers/meson" \
     --wrap-mode=nofallback
 quiet meson compile -C "$work/meson-pc"
-run_consumer meson-pkg-config "$work/meson-pc/consumer" "$libdir"
+run_consumer meson-pkg-config "$work/meson-pc/consumer" "$libdir" "$fake_dir"
+arena_tests meson-pkg-config "$libdir" meson test -C "$work/meson-pc" --suite arena --print-errorlogs
 
 step "meson consumer with cudyn as a subproject"
 # The whole consumers folder, so meson/ still finds ../consumer_main.cpp.
@@ -87,13 +104,17 @@ mkdir "$work/consumers-sub-src/meson/subprojects"
 ln -s "$here" "$work/consumers-sub-src/meson/subprojects/cudyn"
 quiet meson setup "$work/meson-sub" "$work/consumers-sub-src/meson" --force-fallback-for=cudyn
 quiet meson compile -C "$work/meson-sub"
-run_consumer meson-subproject "$work/meson-sub/consumer" "$work/meson-sub/subprojects/cudyn"
+run_consumer meson-subproject "$work/meson-sub/consumer" "$work/meson-sub/subprojects/cudyn" \
+    "$work/meson-sub/subprojects/cudyn/tests/fakecuda"
+arena_tests meson-subproject "$work/meson-sub/subprojects/cudyn" \
+    meson test -C "$work/meson-sub" --suite arena --print-errorlogs
 
 step "cmake consumer via find_package(cudyn CONFIG)"
 quiet cmake -S "$here/tests/consumers/cmake" -B "$work/cmake-shared" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_BUILD_TYPE=Release
 quiet cmake --build "$work/cmake-shared"
-run_consumer cmake-shared "$work/cmake-shared/consumer" "$libdir"
+run_consumer cmake-shared "$work/cmake-shared/consumer" "$libdir" "$fake_dir"
+arena_tests cmake-shared "$libdir" ctest --test-dir "$work/cmake-shared" --output-on-failure
 
 step "cmake consumer, static, against the relocated copy"
 moved_prefix="$work/moved$prefix"
@@ -101,7 +122,9 @@ rm -rf "$prefix.hidden" && mv "$prefix" "$prefix.hidden"  # nothing may still po
 quiet cmake -S "$here/tests/consumers/cmake" -B "$work/cmake-static" -DCMAKE_PREFIX_PATH="$moved_prefix" \
     -DCUDYN_CONSUMER_STATIC=ON -DCMAKE_BUILD_TYPE=Release
 quiet cmake --build "$work/cmake-static"
-run_consumer cmake-static "$work/cmake-static/consumer" /nonexistent
+moved_fake_dir="$work/moved${fake_dir}"
+run_consumer cmake-static "$work/cmake-static/consumer" /nonexistent "$moved_fake_dir"
+arena_tests cmake-static /nonexistent ctest --test-dir "$work/cmake-static" --output-on-failure
 mv "$prefix.hidden" "$prefix"
 
 step "all consumers passed"

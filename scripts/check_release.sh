@@ -25,7 +25,9 @@
 #                         driver that gcc10-build made
 #   host-*                the same tarball on this machine (newer glibc): its
 #                         cudyn-info, and the consumer built by this machine's
-#                         c++ against libcudyn.so and against libcudyn.a
+#                         c++ against libcudyn.so and against libcudyn.a; its
+#                         own fake drivers (lib/cudyn/fake/): cudyn-info loads
+#                         the emulated one, and without a driver names it for a dry run
 # Each check is one Meson-style result line in OUT_DIR/testlog.json, so
 # scripts/test_summary.py counts them. Exits non-zero when any check failed.
 # Needs root (scripts/release).
@@ -166,6 +168,15 @@ check host-consumer-static host '
     c++ -std=c++17 "$CONSUMER" -o "$WORK/consumer-static" \
         $(PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config --cflags cudyn) "$PREFIX/lib/libcudyn.a" -pthread -ldl
     "$WORK/consumer-static" --expect loaded'
+
+check host-tarball-fake host '
+    fake="$PREFIX/lib/cudyn/fake"
+    for variant in emulated cuda12 cuda11 legacy stub broken; do test -f "$fake/$variant/libcuda.so.1"; done
+    test -f "$PREFIX/include/cudyn/fake/fakecuda_probe.h"
+    env CUDYN_DRIVER_PATH="$fake/emulated/libcuda.so.1" "$PREFIX/bin/cudyn-info" --json | grep -q "\"state\": \"loaded\""
+    report="$(env CUDYN_DRIVER_PATH=/nonexistent/libcuda.so.1 "$PREFIX/bin/cudyn-info")"
+    echo "$report"
+    grep -qF "CUDYN_DRIVER_PATH=$(cd "$fake" && pwd -P)/emulated/libcuda.so.1 " <<<"$report"'
 
 summary_logs=("$testlog")
 [ -f "$gcc10_testlog" ] && summary_logs+=("$gcc10_testlog")

@@ -20,6 +20,11 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+#ifdef __linux__
+#include <unistd.h>
+#endif
+
 namespace {
 
 struct DeviceReport {
@@ -219,6 +224,8 @@ std::string format_bytes(std::size_t bytes) {
     return text;
 }
 
+void print_next_steps(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices);
+
 void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
                  const std::vector<PeerReport>& peers, const std::string& device_error, bool verbose) {
     std::printf("cudyn-info\n");
@@ -268,6 +275,7 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
                         p.attributes.cuda_array_access_supported ? "yes" : "no");
         }
     }
+    print_next_steps(report, devices);
     // Without an opened library every entry is trivially unresolved.
     if (report.library_path.empty() && !verbose) return;
     std::size_t resolved = report.resolved_count();
@@ -280,6 +288,153 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
         std::printf("    %-40s v%-6d %-9s %s\n", e.abi_symbol, e.version, e.required ? "required" : "optional",
                     cudyn::to_string(e.via));
     }
+}
+
+// A path without its "dir/.." and "." parts, for a command that reads well.
+std::string normalized(const std::string& path) {
+    std::vector<std::string> parts;
+    std::size_t start = 1;
+    while (start <= path.size()) {
+        std::size_t end = path.find('/', start);
+        if (end == std::string::npos) end = path.size();
+        const std::string part = path.substr(start, end - start);
+        if (part == "..") {
+            if (!parts.empty()) parts.pop_back();
+        } else if (!part.empty() && part != ".") {
+            parts.push_back(part);
+        }
+        start = end + 1;
+    }
+    std::string result;
+    for (const std::string& part : parts) result += "/" + part;
+    return result.empty() ? "/" : result;
+}
+
+// --- what a state means for a program, and what to do next -----------------
+
+// The emulated fake driver this cudyn-info can point a dry run at: next to a
+// build tree's cudyn-info (<build>/tools/ -> <build>/tests/fakecuda/), or in
+// the install tree it belongs to (<bindir> -> <libdir>/cudyn/fake/, relative
+// first so an unpacked release tarball finds its own). Empty when none is there.
+std::string find_fake_driver() {
+    std::vector<std::string> candidates;
+#ifdef __linux__
+    char self[4096];
+    const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length > 0) {
+        self[length] = '\0';
+        std::string folder(self);
+        folder.erase(folder.rfind('/'));
+        if (!std::string(CUDYN_INFO_FAKE_FROM_BINDIR).empty())
+            candidates.push_back(folder + "/" CUDYN_INFO_FAKE_FROM_BINDIR);
+        candidates.push_back(folder + "/../tests/fakecuda/emulated/" CUDYN_INFO_FAKE_NAME);
+    }
+#endif
+    candidates.emplace_back(CUDYN_INFO_FAKE_INSTALLED);
+    for (const std::string& candidate : candidates) {
+        if (candidate.empty() || candidate[0] != '/') continue;  // the loader takes absolute paths only
+        struct stat status {};
+        if (stat(candidate.c_str(), &status) == 0 && S_ISREG(status.st_mode)) return normalized(candidate);
+    }
+    return {};
+}
+
+// The command a user pastes for a dry run on the fake: the same report, on an
+// emulated CUDA 13.0 driver with one device.
+std::string dry_run_command() {
+    const std::string fake = find_fake_driver();
+    std::string self = "cudyn-info";
+#ifdef __linux__
+    char path[4096];
+    const ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (length > 0) self.assign(path, static_cast<std::size_t>(length));
+#endif
+    if (fake.empty()) return {};
+    return "CUDYN_DRIVER_PATH=" + fake + " " + self;
+}
+
+// `text` after `first`, broken at spaces into lines of about 100 columns,
+// each later one after `indent`.
+void print_wrapped(const char* first, const char* indent, const std::string& text) {
+    constexpr std::size_t kWidth = 100;
+    std::string line = first;
+    const std::size_t start = line.size() - (line[0] == '\n' ? 1 : 0);
+    std::size_t used = start;
+    std::size_t position = 0;
+    while (position < text.size()) {
+        std::size_t end = text.find(' ', position);
+        if (end == std::string::npos) end = text.size();
+        const std::string word = text.substr(position, end - position);
+        if (used > start && used + 1 + word.size() > kWidth) {
+            std::printf("%s\n", line.c_str());
+            line = indent;
+            used = line.size();
+        } else if (used > start) {
+            line += ' ';
+            ++used;
+        }
+        line += word;
+        used += word.size();
+        position = end + 1;
+    }
+    std::printf("%s\n", line.c_str());
+}
+
+void print_next_steps(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices) {
+    const char* meaning = nullptr;
+    std::vector<std::string> steps;
+    const std::string install_driver =
+        "install the NVIDIA driver (it provides libcuda.so.1; the CUDA toolkit alone does not)";
+    const std::string point_at = "or point CUDYN_DRIVER_PATH at a driver's libcuda.so.1 (an absolute path)";
+    switch (report.state) {
+        case cudyn::LoadState::Loaded:
+            if (!devices.empty()) return;  // nothing to explain
+            meaning = "the driver works but shows this process no device: every call that needs one fails "
+                      "with a driver error; nothing crashes";
+            steps = {"check that the GPU is visible: nvidia-smi, CUDA_VISIBLE_DEVICES, the container's GPU access"};
+            break;
+        case cudyn::LoadState::NotFound:
+            meaning = "a program using cudyn still runs: every cudyn call returns DriverNotFound "
+                      "(ErrorCode::DriverNotFound) and nothing crashes, so it can say so and carry on without a GPU";
+            steps = {install_driver, point_at};
+            break;
+        case cudyn::LoadState::Stub:
+            meaning = "the library opened is the CUDA toolkit's stub, made for linking only: every cudyn call "
+                      "returns StubDriver (CUDA_ERROR_STUB_LIBRARY) and nothing crashes";
+            steps = {"take the toolkit's stubs folder off LD_LIBRARY_PATH (or the ld.so configuration): "
+                     "the stub was found before any driver",
+                     install_driver + " if there is none", point_at};
+            break;
+        case cudyn::LoadState::InitFailed:
+            meaning = "a driver is installed but cuInit failed: every cudyn call returns DriverInitFailed with "
+                      "that CUresult, and nothing crashes";
+            if (report.init_result == CUDA_ERROR_NO_DEVICE)
+                steps = {"no GPU is visible to this process: check nvidia-smi, CUDA_VISIBLE_DEVICES "
+                         "(empty or wrong ordinals hide every device) and the container's GPU access"};
+            else if (report.init_result == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH ||
+                     report.init_result == CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)
+                steps = {"libcuda.so.1 does not match the loaded kernel module: reinstall the driver or reboot"};
+            else
+                steps = {"run nvidia-smi: it reports the same failure with more detail"};
+            steps.push_back(point_at + " to try another driver");
+            break;
+        case cudyn::LoadState::Refused:
+            meaning = "nothing was opened: every cudyn call returns DriverRefused and nothing crashes";
+            steps = {"give CUDYN_DRIVER_PATH an absolute path, or unset it to use the system's libcuda.so.1"};
+            break;
+    }
+    print_wrapped("\n  what it means   ", "                  ", meaning);
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        print_wrapped(i ? "                  - " : "  what to do      - ", "                    ", steps[i]);
+    const std::string dry_run = dry_run_command();
+    if (!dry_run.empty()) {
+        std::printf("                  - or a dry run of this report on cudyn's fake driver (no GPU needed):\n"
+                    "                      %s\n", dry_run.c_str());
+    } else {
+        std::printf("                  - or a dry run on cudyn's fake driver: build cudyn with -Dfake_driver=enabled "
+                    "(or its tests), then CUDYN_DRIVER_PATH=<fake>/emulated/" CUDYN_INFO_FAKE_NAME " cudyn-info\n");
+    }
+    std::printf("                  (docs/guide/testing-without-a-gpu.md: a program's tests on the fake)\n");
 }
 
 void print_usage() {

@@ -52,7 +52,7 @@
 #pragma GCC visibility push(default)
 #endif
 #include <cuda.h>
-#include "fakecuda_probe.h"
+#include "cudyn/fake/fakecuda_probe.h"
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -20,6 +20,7 @@
 #endif
 
 #include <cctype>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -206,12 +207,18 @@ void apply_attribute_overrides(State& st, const char* spec) {
             std::fprintf(stderr, "fakecuda: FAKECUDA_ATTR: missing value near '%s'\n", p);
             return;
         }
+        if (value < INT_MIN || value > INT_MAX) {
+            std::fprintf(stderr, "fakecuda: FAKECUDA_ATTR: value %ld of attribute %ld does not fit an int\n", value,
+                         id);
+            return;
+        }
         p = end;
         long only = -1;
         if (*p == '@') {
             only = std::strtol(p + 1, &end, 0);
-            if (end == p + 1 || only < 0 || only >= static_cast<long>(st.devices.size())) {
-                std::fprintf(stderr, "fakecuda: FAKECUDA_ATTR: bad device near '%s'\n", p);
+            if (end == p + 1 || only < 0 || only >= st.device_count) {
+                std::fprintf(stderr, "fakecuda: FAKECUDA_ATTR: bad device near '%s' (devices 0..%d)\n", p,
+                             st.device_count - 1);
                 return;
             }
             p = end;
@@ -234,8 +241,11 @@ int env_int(const char* name, int fallback, int lo, int hi) {
         std::fprintf(stderr, "fakecuda: %s='%s' is not a number; using %d\n", name, v, fallback);
         return fallback;
     }
-    if (n < lo) n = lo;
-    if (n > hi) n = hi;
+    if (n < lo || n > hi) {
+        const long used = n < lo ? lo : hi;
+        std::fprintf(stderr, "fakecuda: %s='%s' is outside %d..%d; using %ld\n", name, v, lo, hi, used);
+        n = used;
+    }
     return static_cast<int>(n);
 }
 
@@ -335,6 +345,18 @@ Call::Call(const char* symbol, unsigned needs) : lock_(state().mu), symbol_(symb
     }
 }
 
+namespace {
+// Whether `name` (exported symbol or base name) is an entry of this variant.
+bool known_entry(const std::string& name) {
+    const std::string base = base_name(name);
+    std::size_t count = 0;
+    const ProcEntry* entries = proc_entries(&count);
+    for (std::size_t i = 0; i < count; ++i)
+        if (base == entries[i].base) return true;
+    return false;
+}
+}  // namespace
+
 void set_fail_spec(State& st, const char* spec) {
     st.faults.clear();
     if (!spec) return;
@@ -369,8 +391,9 @@ void set_fail_spec(State& st, const char* spec) {
                 std::string code = item.substr(c2 + 1);
                 long v = std::strtol(code.c_str(), &end, 0);
                 if (code.rfind("SLOW=", 0) == 0) {
+                    // At most ten minutes: a longer delay is a typo, not a test.
                     const long ms = std::strtol(code.c_str() + 5, &end, 10);
-                    ok = ms > 0 && *end == '\0';
+                    ok = ms > 0 && ms <= 600'000 && *end == '\0';
                     rule.slow_ms = static_cast<unsigned>(ms);
                 } else if (!code.empty() && *end == '\0') {
                     rule.code = static_cast<CUresult>(v);
@@ -382,9 +405,17 @@ void set_fail_spec(State& st, const char* spec) {
             }
         }
         if (!ok) {
-            std::fprintf(stderr, "fakecuda: fault rule '%s' ignored (want NAME[:N[+][:CODE|:SLOW=MS]])\n",
+            std::fprintf(stderr,
+                         "fakecuda: fault rule '%s' ignored (want NAME[:N[+][:CODE|:SLOW=MS]]: N a call number "
+                         "from 1, CODE a CUresult number or CUDA_ERROR_* name, MS 1..600000)\n",
                          item.c_str());
             continue;
+        }
+        if (!known_entry(rule.name)) {
+            // Kept (a rule may be shared by variants of different driver
+            // versions), but said: a typo would otherwise never fire, silently.
+            std::fprintf(stderr, "fakecuda: fault rule '%s': this fake (%s) has no entry point named %s; "
+                         "the rule never fires\n", item.c_str(), FAKECUDA_VARIANT_NAME, rule.name.c_str());
         }
         st.faults.push_back(std::move(rule));
     }

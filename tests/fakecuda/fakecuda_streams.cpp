@@ -11,6 +11,22 @@ namespace fake {
 
 namespace {
 
+// condition_variable::wait_until on steady_clock, through a system_clock
+// deadline: libstdc++ waits on a steady_clock deadline with
+// pthread_cond_clockwait (glibc 2.30), which the installed fake may not need
+// (the release's glibc 2.28 floor); pthread_cond_timedwait is older. Each wait
+// lasts at most 50 ms (longer only by however far the system clock is set back
+// meanwhile) and the callers' loops re-check the steady deadline, so a clock
+// change shifts no deadline.
+void wait_until(std::condition_variable& condition, std::unique_lock<std::mutex>& lock,
+                std::chrono::steady_clock::time_point deadline) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return;
+    const auto step = std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50));
+    condition.wait_until(lock, std::chrono::system_clock::now() +
+                                   std::chrono::duration_cast<std::chrono::system_clock::duration>(step));
+}
+
 constexpr auto kLongestWait = std::chrono::seconds(60);
 
 bool dependencies_met(State& st, Work& work, bool* polling) {
@@ -98,7 +114,7 @@ void worker_main() {
         if (next == std::chrono::steady_clock::time_point::max())
             st.work.wait(lock);
         else
-            st.work.wait_until(lock, next);
+            wait_until(st.work, lock, next);
     }
 }
 
@@ -179,9 +195,9 @@ bool block_until(State& st, const std::function<bool()>& done, std::chrono::mill
         const auto now = std::chrono::steady_clock::now();
         if (now >= give_up) return false;
         if (poll.count() > 0)
-            st.progress.wait_until(lock, std::min(give_up, now + poll));
+            wait_until(st.progress, lock, std::min(give_up, now + poll));
         else
-            st.progress.wait_until(lock, give_up);
+            wait_until(st.progress, lock, give_up);
     }
     return true;
 }

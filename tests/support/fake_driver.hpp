@@ -4,7 +4,7 @@
 
 #include "catch.hpp"
 
-#include "fakecuda/fakecuda_probe.h"
+#include "cudyn/fake/fakecuda_probe.h"
 
 #include "cudyn/device/device.hpp"
 #include "cudyn/loader/loader.hpp"

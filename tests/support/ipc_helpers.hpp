@@ -8,7 +8,7 @@
 #include "child_process.hpp"
 #include "vmm_helpers.hpp"
 
-#include "fakecuda/fakecuda_probe.h"
+#include "cudyn/fake/fakecuda_probe.h"
 
 #include "cudyn/device/device.hpp"
 #include "cudyn/loader/driver_call.hpp"
