@@ -229,7 +229,7 @@ CaseResult peer_enable_again(const Settings& settings) {
     if (result.status != Status::Ok) return result;
     result.operation = "cuCtxEnablePeerAccess, already enabled (device 0 -> 1)";
     result.unit = "ns/call";
-    result.notes.push_back("cudyn adds cuDeviceCanAccessPeer and cuCtxGetCurrent per call");
+    result.notes.push_back("cudyn adds cuCtxGetCurrent per call (cuDeviceCanAccessPeer only on a refusal)");
     return result;
 }
 

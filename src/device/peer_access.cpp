@@ -57,19 +57,28 @@ Result<PeerAttributes> peer_attributes(const Device& from, const Device& to) {
     return attributes;
 }
 
-Result<void> enable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
-    CUDYN_TRY(check_pair(kEnable, from, to));
-    CUDYN_TRY_ASSIGN(const bool can, from.device().can_access_peer(to.device()));
-    if (!can)
+// The refusal of a pair the driver would not enable, with the reason where
+// cuDeviceCanAccessPeer gives one (out of line: only the error path asks).
+CUDYN_DETAIL_COLD Error enable_refused(CUresult result, const PrimaryContext& from, const PrimaryContext& to) {
+    auto can = from.device().can_access_peer(to.device());
+    if (can && !*can)
         return kEnable.not_supported("cuDeviceCanAccessPeer", pair(from.device(), to.device()) +
                                                                   ": cuDeviceCanAccessPeer says the first cannot "
                                                                   "reach the second's memory directly");
+    return kEnable.context(Error::from_driver(result, "cuCtxEnablePeerAccess"));
+}
+
+Result<void> enable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
+    CUDYN_TRY(check_pair(kEnable, from, to));
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuCtxEnablePeerAccess_v4000));
     const detail::ContextScope scope(from.handle());
     CUDYN_TRY(scope.status());
-    auto enabled = call_driver(&DriverTable::cuCtxEnablePeerAccess_v4000, to.handle(), 0u);
-    if (!enabled && enabled.error().driver_result == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return ok();
-    if (!enabled) return kEnable.context(std::move(enabled).error());
-    return ok();
+    // The raw answer: "already enabled" is what an idempotent enable expects
+    // on every call but the first, so it is compared, not built into an
+    // error; cuDeviceCanAccessPeer is asked only to explain a refusal.
+    const CUresult result = detail::usable_driver()->cuCtxEnablePeerAccess_v4000(to.handle(), 0u);
+    if (result == CUDA_SUCCESS || result == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return ok();
+    return enable_refused(result, from, to);
 }
 
 Result<void> disable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {

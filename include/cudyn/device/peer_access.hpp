@@ -26,9 +26,11 @@ Result<PeerAttributes> peer_attributes(const Device& from, const Device& to);
 // directly (cuCtxEnablePeerAccess, made with `from` current; the caller's
 // context is put back). Access is one way: enable the other direction too
 // where both devices read each other's memory. Idempotent: access already
-// enabled is success. Before the driver: InvalidArgument for an empty context
-// or the same device on both sides, NotSupported naming the pair where
-// cuDeviceCanAccessPeer says no. The access lasts while both contexts do.
+// enabled is success, at the cost of the raw call. InvalidArgument, before
+// the driver, for an empty context or the same device on both sides; a pair
+// the driver refuses is NotSupported naming the pair where
+// cuDeviceCanAccessPeer says no (asked only then), else the driver's error.
+// The access lasts while both contexts do.
 Result<void> enable_peer_access(const PrimaryContext& from, const PrimaryContext& to);
 
 // cuCtxDisablePeerAccess, with `from` current. Idempotent: access not enabled
