@@ -19,6 +19,7 @@
 #include "cudyn/memory/peer_copy.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -194,6 +195,22 @@ TEST_CASE("peer copies move bytes between the devices, synchronous and on a stre
     auto small = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(16));
     require_error(cudyn::copy_peer(small.device_span(), context0, on1.device_span(), context1), ErrorCode::InvalidArgument,
                   "does not fit");
+
+    // A copy plan across the devices, on a device-0 stream: 4 pieces of 1 KiB to device 1.
+    auto stream0 = take(Stream::create());
+    std::vector<std::uint32_t> pattern(4096);
+    for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::uint32_t>(i * 7u + 1u);
+    require_ok(on0.device_span().copy_from(cudyn::HostSpan<const std::uint32_t>(pattern)));
+    require_ok(on1.fill(0u));
+    cudyn::CopyPlan plan;
+    for (std::size_t piece = 0; piece < 4; ++piece)
+        require_ok(plan.add(take(on1.device_span().subspan(piece * 256, 256)),
+                            take(on0.device_span().subspan(piece * 256, 256))));
+    (void)take(plan.execute(stream0));
+    require_ok(stream0.synchronize());
+    require_ok(on1.copy_to(cudyn::HostSpan<std::uint32_t>(out)));
+    CHECK(std::equal(out.begin(), out.begin() + 1024, pattern.begin()));
+    CHECK(out[1024] == 0u);
 }
 
 TEST_CASE("a device-1 stream works while device 0's context is current", "[emulated][cuda11][multi-device]") {

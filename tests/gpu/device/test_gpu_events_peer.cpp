@@ -14,9 +14,11 @@
 #include "cudyn/device/stream.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/memory/copy_plan.hpp"
 #include "cudyn/memory/peer_copy.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -136,6 +138,34 @@ TEST_CASE("gpu: peer access, P2P attributes and peer copies between two GPUs", "
     require_ok(stream1.synchronize());
     require_ok(on1.copy_to(cudyn::HostSpan<std::uint32_t>(out)));
     CHECK(out[0] == 0xBEEFu);
+
+    // A copy plan across the devices: 256 pieces of 4 KiB from GPU 0 to GPU 1,
+    // one batch on a GPU-0 stream (with unified addressing the batch takes
+    // device pointers of either device), then the whole back the other way.
+    auto stream0 = take(Stream::create());
+    std::vector<std::uint32_t> pattern(1 << 20);
+    for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::uint32_t>(i * 2654435761u);
+    require_ok(on0.device_span().copy_from(cudyn::HostSpan<const std::uint32_t>(pattern)));
+    require_ok(on1.fill(0u));
+    constexpr std::size_t kPiece = 1024;  // words: 4 KiB
+    cudyn::CopyPlan forward;
+    for (std::size_t piece = 0; piece < 256; ++piece)
+        require_ok(forward.add(take(on1.device_span().subspan(piece * kPiece, kPiece)),
+                               take(on0.device_span().subspan(piece * kPiece, kPiece))));
+    const auto path = take(forward.execute(stream0));
+    INFO("path " << cudyn::to_string(path));
+    require_ok(stream0.synchronize());
+    require_ok(on1.copy_to(cudyn::HostSpan<std::uint32_t>(out)));
+    CHECK(std::equal(out.begin(), out.begin() + 256 * kPiece, pattern.begin()));
+    CHECK(out[256 * kPiece] == 0u);  // past the pieces: untouched
+    require_ok(on0.fill(0u));
+    cudyn::CopyPlan back;
+    require_ok(back.add(on0.device_span(), on1.device_span()));
+    (void)take(back.execute(stream1));
+    require_ok(stream1.synchronize());
+    std::vector<std::uint32_t> returned(1 << 20, 1u);
+    require_ok(on0.copy_to(cudyn::HostSpan<std::uint32_t>(returned)));
+    CHECK(returned == out);
     if (can) require_ok(cudyn::disable_peer_access(context0, context1));
 }
 
