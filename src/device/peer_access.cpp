@@ -33,6 +33,17 @@ Result<int> p2p_attribute(CUdevice_P2PAttribute attribute, const Device& from, c
     return value;
 }
 
+// The refusal of a pair the driver would not enable, with the reason where
+// cuDeviceCanAccessPeer gives one (out of line: only the error path asks).
+CUDYN_DETAIL_COLD Error enable_refused(CUresult result, const PrimaryContext& from, const PrimaryContext& to) {
+    auto can = from.device().can_access_peer(to.device());
+    if (can && !*can)
+        return kEnable.not_supported("cuDeviceCanAccessPeer", pair(from.device(), to.device()) +
+                                                                  ": cuDeviceCanAccessPeer says the first cannot "
+                                                                  "reach the second's memory directly");
+    return kEnable.context(Error::from_driver(result, "cuCtxEnablePeerAccess"));
+}
+
 }  // namespace
 
 Result<PeerAttributes> peer_attributes(const Device& from, const Device& to) {
@@ -55,17 +66,6 @@ Result<PeerAttributes> peer_attributes(const Device& from, const Device& to) {
         return std::move(arrays).error();
     }
     return attributes;
-}
-
-// The refusal of a pair the driver would not enable, with the reason where
-// cuDeviceCanAccessPeer gives one (out of line: only the error path asks).
-CUDYN_DETAIL_COLD Error enable_refused(CUresult result, const PrimaryContext& from, const PrimaryContext& to) {
-    auto can = from.device().can_access_peer(to.device());
-    if (can && !*can)
-        return kEnable.not_supported("cuDeviceCanAccessPeer", pair(from.device(), to.device()) +
-                                                                  ": cuDeviceCanAccessPeer says the first cannot "
-                                                                  "reach the second's memory directly");
-    return kEnable.context(Error::from_driver(result, "cuCtxEnablePeerAccess"));
 }
 
 Result<void> enable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
