@@ -33,8 +33,8 @@ namespace {
 
 using fake::State;
 
-constexpr bool kLegacy = false;
-constexpr bool kPerThread = true;
+[[maybe_unused]] constexpr bool kLegacy = false;
+[[maybe_unused]] constexpr bool kPerThread = true;  // unused where the variant has no _v2 entries (legacy)
 
 enum class Abi { V1, V2 };
 
