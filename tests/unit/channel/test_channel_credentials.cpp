@@ -6,6 +6,8 @@
 // CAP_SETUID (its Meson test skips, exit 77, elsewhere).
 #include "support/catch.hpp"
 #include "support/child_process.hpp"
+#include "support/ipc_helpers.hpp"  // open_descriptors
+#include "support/vmm_helpers.hpp"  // take, require_ok
 
 #include "cudyn/channel/fd_channel.hpp"
 #include "cudyn/channel/peer_policy.hpp"
@@ -39,6 +41,9 @@ using cudyn::PeerCredentials;
 using cudyn::PeerPolicy;
 using cudyn_test::ChildProcess;
 using cudyn_test::ChildRole;
+using cudyn_test::ipc::open_descriptors;
+using cudyn_test::require_ok;
+using cudyn_test::take;
 
 // ---- getsockopt, failed on request -------------------------------------------------------------
 // This binary's own getsockopt comes before the C library's for every caller
@@ -66,32 +71,12 @@ constexpr std::chrono::milliseconds kStep{5000};
 constexpr std::uint32_t kNobody = 65534;
 constexpr std::uint32_t kGreeting = 7;
 
-template <typename T>
-T take(cudyn::Result<T> result) {
-    if (!result) FAIL(result.error().describe());
-    return std::move(*result);
-}
-
-void require_ok(const cudyn::Result<void>& result) {
-    if (!result) FAIL(result.error().describe());
-}
-
 template <typename R>
 void require_error(const R& result, ErrorCode code, const std::string& mentions) {
     REQUIRE_FALSE(result.has_value());
     INFO(result.error().describe());
     CHECK(result.error().code == code);
     CHECK(result.error().describe().find(mentions) != std::string::npos);
-}
-
-long open_descriptors() {
-    long count = 0;
-    if (DIR* dir = ::opendir("/proc/self/fd")) {
-        while (const dirent* entry = ::readdir(dir))
-            if (entry->d_name[0] != '.') ++count;
-        ::closedir(dir);
-    }
-    return count - 1;  // the directory's own descriptor
 }
 
 // A fresh directory for socket files, removed with what is left in it.
