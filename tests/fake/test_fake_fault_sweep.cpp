@@ -44,6 +44,7 @@
 #include "cudyn/memory/prefetch_plan.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
 #include "cudyn/share/allocation_sharing.hpp"
+#include "cudyn/share/descriptor_transfer.hpp"
 #include "cudyn/device/stream.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 #include "cudyn/memory/managed_buffer.hpp"
@@ -586,6 +587,8 @@ struct PeerShares {
     cudyn::AllocationDescriptor legacy;
     cudyn::AllocationDescriptor vmm;
     cudyn::AllocationDescriptor pool;
+    cudyn::MemoryPool imported_pool;            // the sharer's pool, imported here
+    cudyn::PoolPointerDescriptor pool_pointer;  // its pool allocation, for import_pool_pointer
 };
 
 // Four granules reserved, two of POSIX-fd memory mapped at the second, filled.
@@ -642,6 +645,19 @@ std::vector<Row> share_any_rows(const PeerShares& peer) {
         opened_rows("import_allocation (another process's pool memory)", peer.pool),
         close_row("ImportedAllocation::close (VMM memory)", peer.vmm),
         close_row("ImportedAllocation::close (pool memory)", peer.pool),
+        {"ImportedPoolMemory::free(stream)",
+         [&peer](Trial& t) {
+             auto stream = take(cudyn::Stream::create());
+             auto imported = take(cudyn::import_pool_pointer(peer.imported_pool, peer.pool_pointer));
+             t.operation([&] { return imported.free(stream); });
+             if (t.injected()) {  // still owned and still mapped: a retry frees it on the stream
+                 CHECK_FALSE(imported.empty());
+                 CHECK(all_equal(imported.device_address(), imported.size_bytes(), kStamp));
+                 require_ok(imported.free(stream));
+             }
+             CHECK(imported.empty());
+             require_ok(stream.synchronize());
+         }},
     };
 }
 
@@ -671,6 +687,13 @@ int sweep_sharer_role(int, char**) {
             auto shared = cudyn::export_allocation(part, 512);
             if (ok(check, shared, "export_allocation")) ok(check, cudyn::send_descriptor(channel, *shared), "send_descriptor");
         }
+        // The pool and the pointer once more, as import_pool_pointer takes them.
+        auto pool_fd = cudyn::export_pool_fd(*pool);
+        auto pointer = cudyn::export_pool_pointer(*pool, *pooled);
+        if (ok(check, pool_fd, "export_pool_fd") && ok(check, pointer, "export_pool_pointer")) {
+            ok(check, cudyn::send_descriptor(channel, *pool_fd), "send the pool");
+            ok(check, send_bytes(channel, kMemDescriptor, pointer->to_bytes()), "send the pointer");
+        }
         ok(check, channel.receive(kDone, std::chrono::seconds(120)), "the sweep's end");
         ok(check, pooled->free(), "free the pool memory");
         ok(check, stream->synchronize(), "synchronize");
@@ -687,8 +710,13 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
     const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
     const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
     ParentSide sharer = start_child("fault-sweep-sharer");
-    const PeerShares peer_shares{take(cudyn::receive_allocation(sharer.channel)), take(cudyn::receive_allocation(sharer.channel)),
-                                 take(cudyn::receive_allocation(sharer.channel))};
+    auto legacy_share = take(cudyn::receive_allocation(sharer.channel));
+    auto vmm_share = take(cudyn::receive_allocation(sharer.channel));
+    auto pool_share = take(cudyn::receive_allocation(sharer.channel));
+    auto sharer_pool = take(cudyn::receive_pool_fd(sharer.channel).and_then(cudyn::import_pool_fd));
+    const PeerShares peer_shares{std::move(legacy_share), std::move(vmm_share), std::move(pool_share),
+                                 std::move(sharer_pool),
+                                 take(receive_descriptor<cudyn::PoolPointerDescriptor>(sharer.channel, kMemDescriptor))};
     std::vector<Row> all_rows = rows(peer_memory, peer_event);
     for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
 
