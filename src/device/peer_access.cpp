@@ -71,14 +71,23 @@ Result<PeerAttributes> peer_attributes(const Device& from, const Device& to) {
 Result<void> enable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
     CUDYN_TRY(check_pair(kEnable, from, to));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuCtxEnablePeerAccess_v4000));
-    const detail::ContextScope scope(from.handle());
-    CUDYN_TRY(scope.status());
     // The raw answer: "already enabled" is what an idempotent enable expects
     // on every call but the first, so it is compared, not built into an
     // error; cuDeviceCanAccessPeer is asked only to explain a refusal.
-    const CUresult result = detail::usable_driver()->cuCtxEnablePeerAccess_v4000(to.handle(), 0u);
-    if (result == CUDA_SUCCESS || result == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return ok();
-    return enable_refused(result, from, to);
+    const auto enable = [&]() -> Result<void> {
+        const CUresult result = detail::usable_driver()->cuCtxEnablePeerAccess_v4000(to.handle(), 0u);
+        if (result == CUDA_SUCCESS || result == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return ok();
+        return enable_refused(result, from, to);
+    };
+    // A program that enables "to be sure" before each use calls this with
+    // `from` already current: that case asks the driver once and switches
+    // nothing (ContextScope's general path would also build a status).
+    CUcontext current = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &current));
+    if (current == from.handle()) return enable();
+    const detail::ContextScope scope(from.handle());
+    CUDYN_TRY(scope.status());
+    return enable();
 }
 
 Result<void> disable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
