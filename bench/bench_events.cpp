@@ -2,6 +2,7 @@
 // against the same driver entries called raw (the table's function pointers,
 // none of cudyn's checks or context handling), in the same run.
 #include "harness.hpp"
+#include "peer_fixture.hpp"
 
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/event.hpp"
@@ -126,47 +127,6 @@ CaseResult elapsed_time(const Settings& settings) {
     result.operation = "cuEventElapsedTime of two completed records";
     result.unit = "ns/call";
     return result;
-}
-
-// Two devices that can reach each other, both primary contexts retained,
-// device 0's current; peer access from 0 to 1 starts disabled.
-struct PeerFixture {
-    PrimaryContext context0;
-    PrimaryContext context1;
-};
-
-Result<std::optional<PeerFixture>> make_peer_fixture(std::string& why_not) {
-    CUDYN_TRY_ASSIGN(const int count, Device::count());
-    if (count < 2) {
-        why_not = "fewer than two devices";
-        return std::optional<PeerFixture>{};
-    }
-    CUDYN_TRY_ASSIGN(auto d0, Device::get(0));
-    CUDYN_TRY_ASSIGN(auto d1, Device::get(1));
-    CUDYN_TRY_ASSIGN(const bool can, d0.can_access_peer(d1));
-    if (!can) {
-        why_not = "cuDeviceCanAccessPeer says device 0 cannot reach device 1";
-        return std::optional<PeerFixture>{};
-    }
-    CUDYN_TRY_ASSIGN(auto context1, PrimaryContext::retain(d1));
-    CUDYN_TRY_ASSIGN(auto context0, PrimaryContext::activate(d0));
-    CUDYN_TRY(disable_peer_access(context0, context1));
-    return std::optional<PeerFixture>{PeerFixture{std::move(context0), std::move(context1)}};
-}
-
-PeerFixture* peer_fixture(std::string& error) {
-    static std::optional<Result<std::optional<PeerFixture>>> made;
-    static std::string why_not;
-    if (!made) made.emplace(make_peer_fixture(why_not));
-    if (!made->has_value()) {
-        error = made->error().describe();
-        return nullptr;
-    }
-    if (!made->value()) {
-        error = why_not;
-        return nullptr;
-    }
-    return &*made->value();
 }
 
 // Enabling access that is not enabled (then disabling it, so each iteration
