@@ -581,6 +581,81 @@ int scenario_numa_locations() {
     return 0;
 }
 
+
+// ---- stream work on a stream of another context ----------------------------------
+
+// Device 1's stream, device 0's context current: what each stream-taking call
+// answers (the fake answers what is printed here). Needs two devices.
+int scenario_cross_context_stream() {
+    int count = 0;
+    must(cudyn::call_driver(&DriverTable::cuDeviceGetCount_v2000, &count), "cuDeviceGetCount");
+    if (count < 2) {
+        std::printf("fact skipped cross-context: fewer than two devices\n");
+        return 0;
+    }
+    auto context1 = must(cudyn::PrimaryContext::activate(must(cudyn::Device::get(1), "Device::get(1)")), "activate 1");
+    CUstream stream1 = nullptr;
+    must(cudyn::call_driver(&DriverTable::cuStreamCreate_v2000, &stream1, unsigned{CU_STREAM_NON_BLOCKING}),
+         "cuStreamCreate on device 1");
+    constexpr std::size_t kBytes = 1 << 20;
+    CUdeviceptr on1 = 0, on1b = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &on1, kBytes), "cuMemAlloc on 1");
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &on1b, kBytes), "cuMemAlloc on 1");
+    CUevent event1 = nullptr;
+    must(cudyn::call_driver(&DriverTable::cuEventCreate_v2000, &event1, unsigned{CU_EVENT_DISABLE_TIMING}), "event on 1");
+    auto context0 = must(cudyn::PrimaryContext::activate(must(cudyn::Device::get(0), "Device::get(0)")),
+                         "activate 0");  // device 0 current from here on
+    CUdeviceptr on0 = 0;
+    must(cudyn::call_driver(&DriverTable::cuMemAlloc_v3020, &on0, kBytes), "cuMemAlloc on 0");
+    void* pinned = nullptr;
+    must(cudyn::call_driver(&DriverTable::cuMemHostAlloc_v2020, &pinned, kBytes, 0u), "cuMemHostAlloc");
+    std::vector<unsigned char> pageable(kBytes);
+    const auto report = [](const char* call, CUresult rc) {
+        const CUresult synced = cu().cuCtxSynchronize_v2000();
+        std::printf("fact cross-context %-40s rc=%s sync=%s\n", call, result_name(rc), result_name(synced));
+    };
+    report("cuMemsetD32Async (device 1 memory)", cu().cuMemsetD32Async_v3020(on1, 7u, kBytes / 4, stream1));
+    report("cuMemsetD8Async (device 1 memory)", cu().cuMemsetD8Async_v3020(on1, 7, kBytes, stream1));
+    report("cuMemcpyDtoDAsync_v2 (1 -> 1)", cu().cuMemcpyDtoDAsync_v3020(on1b, on1, kBytes, stream1));
+    report("cuMemcpyDtoDAsync_v2 (0 -> 1)", cu().cuMemcpyDtoDAsync_v3020(on1, on0, kBytes, stream1));
+    report("cuMemcpyHtoDAsync_v2 (pinned -> 1)", cu().cuMemcpyHtoDAsync_v3020(on1, pinned, kBytes, stream1));
+    report("cuMemcpyHtoDAsync_v2 (pageable -> 1)", cu().cuMemcpyHtoDAsync_v3020(on1, pageable.data(), kBytes, stream1));
+    report("cuMemcpyDtoHAsync_v2 (1 -> pinned)", cu().cuMemcpyDtoHAsync_v3020(pinned, on1, kBytes, stream1));
+    report("cuMemcpyAsync (1 -> 1)", cu().cuMemcpyAsync_v4000(on1b, on1, kBytes, stream1));
+    report("cuMemcpyPeerAsync (0 -> 1)",
+           cu().cuMemcpyPeerAsync_v4000(on1, context1.handle(), on0, context0.handle(), kBytes, stream1));
+    if (cu().cuMemcpyBatchAsync_v13000 != nullptr) {
+        CUdeviceptr destinations[] = {on1b};
+        CUdeviceptr sources[] = {on1};
+        std::size_t sizes[] = {kBytes};
+        CUmemcpyAttributes attributes{};
+        attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        std::size_t first = 0;
+        report("cuMemcpyBatchAsync_v2 (1 -> 1)",
+               cu().cuMemcpyBatchAsync_v13000(destinations, sources, sizes, 1, &attributes, &first, 1, stream1));
+    }
+    report("cuEventRecord (device 1 event)", cu().cuEventRecord_v2000(event1, stream1));
+    report("cuStreamSynchronize", cu().cuStreamSynchronize_v2000(stream1));
+    report("cuStreamQuery", cu().cuStreamQuery_v2000(stream1));
+    if (cu().cuStreamWriteValue32_v11070 != nullptr)
+        report("cuStreamWriteValue32_v2 (device 1 memory)", cu().cuStreamWriteValue32_v11070(stream1, on1, 1u, 0u));
+    if (cu().cuMemAllocFromPoolAsync_v11020 != nullptr) {
+        CUdeviceptr pooled = 0;
+        const CUresult rc = cu().cuMemAllocAsync_v11020(&pooled, kBytes, stream1);
+        report("cuMemAllocAsync (device 1 stream)", rc);
+        if (rc == CUDA_SUCCESS) report("cuMemFreeAsync (device 1 stream)", cu().cuMemFreeAsync_v11020(pooled, stream1));
+    }
+    must(cudyn::call_driver(&DriverTable::cuMemFreeHost_v2000, pinned), "cuMemFreeHost");
+    must(cudyn::call_driver(&DriverTable::cuMemFree_v3020, on0), "cuMemFree");
+    must(context1.make_current(), "device 1 current");
+    must(cudyn::call_driver(&DriverTable::cuCtxSynchronize_v2000), "sync 1");
+    must(cudyn::call_driver(&DriverTable::cuMemFree_v3020, on1), "cuMemFree");
+    must(cudyn::call_driver(&DriverTable::cuMemFree_v3020, on1b), "cuMemFree");
+    must(cudyn::call_driver(&DriverTable::cuEventDestroy_v4000, event1), "cuEventDestroy");
+    must(cudyn::call_driver(&DriverTable::cuStreamDestroy_v4000, stream1), "cuStreamDestroy");
+    return 0;
+}
+
 struct Scenario {
     const char* name;
     int (*run)();
@@ -600,6 +675,7 @@ const Scenario kScenarios[] = {
     {"ipc-close", scenario_ipc_close},
     {"batch-timing", scenario_batch_timing},
     {"numa-locations", scenario_numa_locations},
+    {"cross-context-stream", scenario_cross_context_stream},
 };
 
 int run_self(const std::vector<std::string>& arguments, int timeout_s) {
