@@ -621,6 +621,8 @@ int scenario_cross_context_stream() {
     report("cuMemcpyHtoDAsync_v2 (pinned -> 1)", cu().cuMemcpyHtoDAsync_v3020(on1, pinned, kBytes, stream1));
     report("cuMemcpyHtoDAsync_v2 (pageable -> 1)", cu().cuMemcpyHtoDAsync_v3020(on1, pageable.data(), kBytes, stream1));
     report("cuMemcpyDtoHAsync_v2 (1 -> pinned)", cu().cuMemcpyDtoHAsync_v3020(pinned, on1, kBytes, stream1));
+    report("cuMemcpyDtoHAsync_v2 (1 -> pageable)", cu().cuMemcpyDtoHAsync_v3020(pageable.data(), on1, kBytes, stream1));
+    report("cuMemcpyDtoH_v2 (1 -> pageable, no stream)", cu().cuMemcpyDtoH_v3020(pageable.data(), on1, kBytes));
     report("cuMemcpyAsync (1 -> 1)", cu().cuMemcpyAsync_v4000(on1b, on1, kBytes, stream1));
     report("cuMemcpyPeerAsync (0 -> 1)",
            cu().cuMemcpyPeerAsync_v4000(on1, context1.handle(), on0, context0.handle(), kBytes, stream1));
@@ -643,7 +645,15 @@ int scenario_cross_context_stream() {
         CUdeviceptr pooled = 0;
         const CUresult rc = cu().cuMemAllocAsync_v11020(&pooled, kBytes, stream1);
         report("cuMemAllocAsync (device 1 stream)", rc);
-        if (rc == CUDA_SUCCESS) report("cuMemFreeAsync (device 1 stream)", cu().cuMemFreeAsync_v11020(pooled, stream1));
+        if (rc == CUDA_SUCCESS) {
+            report("cuMemcpyDtoHAsync_v2 (1 pool -> pinned)", cu().cuMemcpyDtoHAsync_v3020(pinned, pooled, kBytes, stream1));
+            report("cuMemcpyDtoHAsync_v2 (1 pool -> pageable)",
+                   cu().cuMemcpyDtoHAsync_v3020(pageable.data(), pooled, kBytes, stream1));
+            report("cuMemcpyHtoDAsync_v2 (pageable -> 1 pool)",
+                   cu().cuMemcpyHtoDAsync_v3020(pooled, pageable.data(), kBytes, stream1));
+            report("cuMemsetD32Async (1 pool)", cu().cuMemsetD32Async_v3020(pooled, 7u, kBytes / 4, stream1));
+            report("cuMemFreeAsync (device 1 stream)", cu().cuMemFreeAsync_v11020(pooled, stream1));
+        }
     }
     must(cudyn::call_driver(&DriverTable::cuMemFreeHost_v2000, pinned), "cuMemFreeHost");
     must(cudyn::call_driver(&DriverTable::cuMemFree_v3020, on0), "cuMemFree");

@@ -5,6 +5,7 @@
 // follows the driver's synchronization rules (below).
 #include "fake_state.hpp"
 #include "fake_enum.hpp"
+#include "fake_pools.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -154,13 +155,30 @@ Operand unified(State& st, CUdeviceptr p) {
 }
 
 // The queue of a call: its stream, or the default stream of a no-stream call.
-// A created stream of another context than the current one is refused
-// (driver 580: cuMemcpyDtoHAsync_v2 on a device-1 stream with device 0's
-// context current answered INVALID_VALUE).
+// A created stream of another context than the current one is taken: driver
+// 580 ran copies, sets and batches on a device-1 stream with device 0's
+// context current (cudyn-driver-facts cross-context-stream), except the
+// copies that unreachable_pool_block() refuses.
 CUresult queue_of(State& st, CUstream stream, bool per_thread_default, std::shared_ptr<fake::Queue>* queue) {
-    if (CUresult rc = fake::stream_queue(st, stream, per_thread_default, queue)) return rc;
-    if (!fake::is_default_stream(stream) && stream->ctx != fake::current_context(st)) return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    return fake::stream_queue(st, stream, per_thread_default, queue);
+}
+
+// A copy on a created stream of another context than the current one that
+// names pool memory of another device than the current context's, in a pool
+// that grants that device no access: driver 580 answered INVALID_VALUE for
+// cuMemcpyHtoDAsync / cuMemcpyDtoHAsync of device-1 pool memory on a device-1
+// stream with device 0's context current, and ran the same copies of
+// cuMemAlloc memory and a set of the pool memory. Other copies of such memory
+// were not measured and are taken.
+bool unreachable_pool_block(State& st, CUstream stream, std::uintptr_t address) {
+    const CUctx_st* context = fake::current_context(st);
+    if (fake::is_default_stream(stream) || context == nullptr || stream->ctx == context) return false;
+    Allocation* block = nullptr;
+    if (fake::resolve_device(st, address, 0, &block) == nullptr || block == nullptr || block->pool == nullptr)
+        return false;
+    if (block->pool->device == context->device) return false;
+    const auto granted = block->pool->access.find({CU_MEM_LOCATION_TYPE_DEVICE, context->device});
+    return granted == block->pool->access.end() || granted->second == 0;
 }
 
 // Enqueues the work and returns when `returns` says.
@@ -219,7 +237,8 @@ CUresult memcpy_htod(CUdeviceptr dst, const void* src, std::size_t n, CUstream s
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
     if (n == 0) return CUDA_SUCCESS;
     const Operand to = device_operand(st, dst);
-    if (!src || check_present(st, to, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    if (!src || check_present(st, to, n) != CUDA_SUCCESS || unreachable_pool_block(st, stream, to.address))
+        return CUDA_ERROR_INVALID_VALUE;
     const Operand from = host_operand(st, src, n);
     const Side to_side = side_of(st, to.address);
     const Side from_side = from.tracked ? Side::Pinned : Side::Pageable;
@@ -232,7 +251,8 @@ CUresult memcpy_dtoh(void* dst, CUdeviceptr src, std::size_t n, CUstream stream,
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
     if (n == 0) return CUDA_SUCCESS;
     const Operand from = device_operand(st, src);
-    if (!dst || check_present(st, from, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    if (!dst || check_present(st, from, n) != CUDA_SUCCESS || unreachable_pool_block(st, stream, from.address))
+        return CUDA_ERROR_INVALID_VALUE;
     const Operand to = host_operand(st, dst, n);
     const Side to_side = to.tracked ? Side::Pinned : Side::Pageable;
     const Side from_side = side_of(st, from.address);

@@ -249,12 +249,18 @@ TEST_CASE("a device-1 stream works while device 0's context is current", "[emula
         CHECK(before.calls_since("cuCtxSetCurrent") == 0);
         require_ok(stream0.synchronize());
     }
-    // The raw driver refuses the same copy without the context (what the fake models).
+    // Raw, without the stream's context: device 1's pool memory (its pool
+    // grants device 0 nothing) cannot be copied, cuMemAlloc memory can (what
+    // driver 580 answered and the fake models).
     std::uint32_t word = 0;
-    auto raw = call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, static_cast<void*>(&word),
-                           device_buffer.device_address(), sizeof word, stream1.handle());
-    REQUIRE_FALSE(raw.has_value());
-    CHECK(raw.error().driver_result == CUDA_ERROR_INVALID_VALUE);
+    auto raw_pool = call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, static_cast<void*>(&word),
+                                buffer.device_address(), sizeof word, stream1.handle());
+    REQUIRE_FALSE(raw_pool.has_value());
+    CHECK(raw_pool.error().driver_result == CUDA_ERROR_INVALID_VALUE);
+    require_ok(call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, static_cast<void*>(&word),
+                           device_buffer.device_address(), sizeof word, stream1.handle()));
+    require_ok(stream1.synchronize());
+    CHECK(word == 1u);
     require_ok(buffer.free());
 }
 
