@@ -2,13 +2,13 @@
 """Self-test of scripts/bench_repeat.py's combining rules, then the check that
 docs/performance.md's tables are what the committed runs give.
 
-    test_bench_repeat.py SCRIPTS_DIR [RUNS_DIR PERFORMANCE_MD]
+    test_bench_repeat.py SCRIPTS_DIR [RUNS_DIR PERFORMANCE_MD]...
 
 A combiner that quoted a bimodal case, or a quotient of separate medians,
 would put a figure in the docs that the runs do not support: the rules run
 here on made-up runs whose right answer is known (no GPU, no cudyn-bench).
-With RUNS_DIR and PERFORMANCE_MD it also runs `bench_repeat.py --combine
-RUNS_DIR --check PERFORMANCE_MD`. Exit status 0 when every expectation holds.
+With each pair RUNS_DIR PERFORMANCE_MD it also runs `bench_repeat.py
+--combine RUNS_DIR --check PERFORMANCE_MD`. Exit status 0 when every expectation holds.
 """
 import subprocess
 import sys
@@ -77,12 +77,14 @@ def main():
            "--write fills each block with the cases of its prefixes")
     expect(bench_repeat.fill_blocks(filled, combined)[0] == filled, "filling twice changes nothing")
 
-    if len(sys.argv) == 4:
-        check = subprocess.run([sys.executable, str(scripts / "bench_repeat.py"), "--combine", sys.argv[2],
-                                "--check", sys.argv[3]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pairs = sys.argv[2:]
+    expect(len(pairs) % 2 == 0, "runs folders and Markdown files come in pairs")
+    for runs, markdown in zip(pairs[0::2], pairs[1::2]):
+        check = subprocess.run([sys.executable, str(scripts / "bench_repeat.py"), "--combine", runs,
+                                "--check", markdown], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if check.returncode != 0:
             print(check.stdout)
-        expect(check.returncode == 0, f"{sys.argv[3]} matches the runs in {sys.argv[2]}")
+        expect(check.returncode == 0, f"{markdown} matches the runs in {runs}")
 
     print(f"{'FAILED' if failures else 'ok'}: {len(failures)} expectation(s) failed")
     return 1 if failures else 0
