@@ -53,6 +53,13 @@ const fake::ProcEntry kEntries[] = {
     {"cuDeviceTotalMem", 3020, fn(&cuDeviceTotalMem_v2), nullptr},
     {"cuDeviceGetAttribute", 2000, fn(&cuDeviceGetAttribute), nullptr},
     {"cuDeviceCanAccessPeer", 4000, fn(&cuDeviceCanAccessPeer), nullptr},
+    {"cuDeviceGetUuid", 9020, fn(&cuDeviceGetUuid), nullptr},
+#if FAKE_HAS(11040)
+    {"cuDeviceGetUuid", 11040, fn(&cuDeviceGetUuid_v2), nullptr},
+#endif
+    {"cuDeviceGetPCIBusId", 4010, fn(&cuDeviceGetPCIBusId), nullptr},
+    {"cuDeviceGetByPCIBusId", 4010, fn(&cuDeviceGetByPCIBusId), nullptr},
+    {"cuDeviceGetLuid", 10000, fn(&cuDeviceGetLuid), nullptr},
 
     // contexts
     {"cuDevicePrimaryCtxRetain", 7000, fn(&cuDevicePrimaryCtxRetain), nullptr},

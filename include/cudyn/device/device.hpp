@@ -2,11 +2,13 @@
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "cudyn/device/device_identity.hpp"
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace cudyn {
 
@@ -32,6 +34,21 @@ public:
     Result<ComputeCapability> compute_capability() const;
     // Whether this device can access memory on `peer` (a different device).
     Result<bool> can_access_peer(const Device& peer) const;
+
+    // Which physical device this is (device_identity.hpp). uuid() is
+    // cuDeviceGetUuid_v2 where the driver has it (a MIG instance's own UUID),
+    // else cuDeviceGetUuid (its GPU's).
+    Result<DeviceUuid> uuid() const;
+    Result<PciBusId> pci_bus_id() const;
+    // NotSupported off Windows (a LUID names a WDDM adapter) and where the
+    // driver has none for this device (TCC mode).
+    Result<DeviceLuid> luid() const;
+    // The visible device with this UUID or at this PCI bus id (text as
+    // PciBusId::parse reads it, resolved by cuDeviceGetByPCIBusId).
+    // InvalidArgument naming the value when none matches or the text is
+    // malformed (checked before the driver).
+    static Result<Device> by_uuid(const DeviceUuid& uuid);
+    static Result<Device> by_pci_bus_id(std::string_view bus_id);
 
 private:
     Device(int ordinal, CUdevice handle) : ordinal_(ordinal), handle_(handle) {}

@@ -42,6 +42,69 @@ TEST_CASE("devices: count, name, memory, compute capability, peers", "[emulated]
     }
 }
 
+TEST_CASE("devices: UUID, PCI bus id, LUID, and finding a device by them", "[emulated][cuda12][cuda11][legacy][device]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    auto first = cudyn::Device::get(0);
+    auto second = cudyn::Device::get(1);
+    REQUIRE(first.has_value());
+    REQUIRE(second.has_value());
+    // Fixed per device; both UUID ABIs (legacy has only the 9.2 one) agree.
+    auto uuid0 = first->uuid();
+    auto uuid1 = second->uuid();
+    REQUIRE(uuid0.has_value());
+    REQUIRE(uuid1.has_value());
+    CHECK(uuid0->to_string() == "GPU-6366616b-6500-4000-8000-000000000000");
+    CHECK(uuid1->to_string() == "GPU-6366616b-6500-4000-8000-000000000001");
+    // The 11.4 ABI where the driver has it (a MIG instance's own UUID).
+    const bool has_v2 = fake.variant() != "legacy";
+    CHECK((fake.call_count("cuDeviceGetUuid_v2") > 0) == has_v2);
+    CHECK((fake.call_count("cuDeviceGetUuid") > 0) == !has_v2);
+
+    auto bus0 = first->pci_bus_id();
+    auto bus1 = second->pci_bus_id();
+    REQUIRE(bus0.has_value());
+    REQUIRE(bus1.has_value());
+    CHECK(bus0->to_string() == "0000:18:00.0");  // the PCI attributes' domain, bus and device
+    CHECK(bus1->to_string() == "0000:28:00.0");
+    CHECK(*bus1 == (cudyn::PciBusId{0, std::uint32_t(*second->attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)), 0, 0}));
+
+    auto by_uuid = cudyn::Device::by_uuid(*uuid1);
+    REQUIRE(by_uuid.has_value());
+    CHECK(by_uuid->ordinal() == 1);
+    for (const char* text : {"0000:28:00.0", "00000000:28:00.0", "28:00.0"}) {
+        auto by_bus = cudyn::Device::by_pci_bus_id(text);
+        INFO(text);
+        REQUIRE(by_bus.has_value());
+        CHECK(by_bus->ordinal() == 1);
+    }
+
+    cudyn::DeviceUuid absent = *uuid1;
+    absent.bytes[15] = 0x7f;
+    auto no_uuid = cudyn::Device::by_uuid(absent);
+    REQUIRE_FALSE(no_uuid.has_value());
+    CHECK(no_uuid.error().code == cudyn::ErrorCode::InvalidArgument);
+    CHECK(no_uuid.error().message.find(absent.to_string()) != std::string::npos);
+    auto no_bus = cudyn::Device::by_pci_bus_id("0000:99:00.0");
+    REQUIRE_FALSE(no_bus.has_value());
+    CHECK(no_bus.error().code == cudyn::ErrorCode::InvalidArgument);
+    CHECK(no_bus.error().message.find("0000:99:00.0") != std::string::npos);
+
+    auto luid = first->luid();
+#if defined(_WIN32)
+    REQUIRE(luid.has_value());
+    CHECK(luid->node_mask == 1);
+#else
+    REQUIRE_FALSE(luid.has_value());
+    CHECK(luid.error().code == cudyn::ErrorCode::NotSupported);
+#endif
+
+    // A failing driver call is the driver's error, not a made-up identity.
+    ScopedFault fault("cuDeviceGetPCIBusId:1:CUDA_ERROR_UNKNOWN");
+    auto failed = first->pci_bus_id();
+    REQUIRE_FALSE(failed.has_value());
+    CHECK(failed.error().driver_result == CUDA_ERROR_UNKNOWN);
+}
+
 TEST_CASE("capabilities follow the device attributes", "[emulated][cuda12][cuda11][legacy][device]") {
     const FakeDriver& fake = FakeDriver::loaded();
     auto device = cudyn::Device::get(0);
