@@ -20,6 +20,7 @@
 #include "cudyn/device/stream.hpp"
 #include "cudyn/device/stream_memory_ops.hpp"
 #include "cudyn/device/stream_ref.hpp"
+#include "cudyn/device/topology.hpp"
 
 #include "cudyn/memory/copy_plan.hpp"
 #include "cudyn/memory/device_buffer.hpp"

@@ -6,6 +6,7 @@
 // context. Copies between devices need no peer access (the driver stages
 // them), so only the record and the answers are modelled.
 #include "fake_state.hpp"
+#include "fake_enum.hpp"
 
 #include <iterator>
 
@@ -74,6 +75,33 @@ FAKE_API CUresult CUDAAPI cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttrib
         default: return CUDA_ERROR_INVALID_VALUE;
     }
 }
+
+#if FAKE_HAS(13000)
+// Per operation, what the link does natively: a pair that can reach each
+// other has every integer operation signed and unsigned on 32 and 64 bits,
+// the float ones on 32 and 64 bits; a pair that cannot, nothing. An
+// operation past the enum, a zero count or a null array is INVALID_VALUE.
+FAKE_API CUresult CUDAAPI cuDeviceGetP2PAtomicCapabilities(unsigned int* capabilities,
+                                                           const CUatomicOperation* operations, unsigned int count,
+                                                           CUdevice srcDevice, CUdevice dstDevice) {
+    FAKE_ENTER(fake::kDeviceLevel);
+    State& st = fake::state();
+    if (!capabilities || !operations || count == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake::valid_device(st, srcDevice) || !fake::valid_device(st, dstDevice) || srcDevice == dstDevice)
+        return CUDA_ERROR_INVALID_DEVICE;
+    for (unsigned int i = 0; i < count; ++i)
+        if (fake::raw(operations[i]) < 0 || fake::raw(operations[i]) >= CU_ATOMIC_OPERATION_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+    const bool can = st.peer[srcDevice][dstDevice] != 0;
+    for (unsigned int i = 0; i < count; ++i) {
+        const bool is_float = operations[i] >= CU_ATOMIC_OPERATION_FLOAT_ADD;
+        const unsigned int sizes = CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64;
+        capabilities[i] =
+            can ? (is_float ? sizes : sizes | CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED) : 0u;
+    }
+    return CUDA_SUCCESS;
+}
+#endif
 
 FAKE_API void fakecuda_set_small_alloc_offset(unsigned bytes) {
     State& st = fake::state();

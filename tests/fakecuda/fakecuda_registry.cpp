@@ -75,6 +75,9 @@ const fake::ProcEntry kEntries[] = {
     {"cuCtxEnablePeerAccess", 4000, fn(&cuCtxEnablePeerAccess), nullptr},
     {"cuCtxDisablePeerAccess", 4000, fn(&cuCtxDisablePeerAccess), nullptr},
     {"cuDeviceGetP2PAttribute", 8000, fn(&cuDeviceGetP2PAttribute), nullptr},
+#if FAKE_HAS(13000)
+    {"cuDeviceGetP2PAtomicCapabilities", 13000, fn(&cuDeviceGetP2PAtomicCapabilities), nullptr},
+#endif
     {"cuMemcpyPeer", 4000, fn(&cuMemcpyPeer), fn(&cuMemcpyPeer_ptds)},
     {"cuMemcpyPeerAsync", 4000, fn(&cuMemcpyPeerAsync), fn(&cuMemcpyPeerAsync_ptsz)},
 #if FAKE_HAS(13000)

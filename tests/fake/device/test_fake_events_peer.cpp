@@ -13,6 +13,7 @@
 #include "cudyn/device/event.hpp"
 #include "cudyn/device/peer_access.hpp"
 #include "cudyn/device/stream.hpp"
+#include "cudyn/device/topology.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/memory/copy_plan.hpp"
 #include "cudyn/memory/device_buffer.hpp"
@@ -173,6 +174,46 @@ TEST_CASE("P2P attributes follow the per-pair peer path", "[emulated][cuda11][mu
     CHECK(take(cudyn::peer_attributes(d1, d0)).access_supported);  // per direction
     set_peer(0, 1, true);
     require_error(cudyn::peer_attributes(d0, d0), ErrorCode::InvalidArgument, "both are device 0");
+}
+
+TEST_CASE("the topology holds every ordered pair, from the driver's answers", "[emulated][cuda11][legacy][multi-device]") {
+    const bool has_atomic_capabilities = FakeDriver::loaded().variant() == "emulated";  // a 13.0 entry
+    auto all = take(cudyn::probe_topology());
+    REQUIRE(all.device_count == 2);
+    REQUIRE(all.links.size() == 2);
+    CHECK(all.all_pairs_peer_access());
+    const cudyn::PeerLink* forward = all.link(0, 1);
+    const cudyn::PeerLink* back = all.link(1, 0);
+    REQUIRE(forward != nullptr);
+    REQUIRE(back != nullptr);
+    CHECK((forward->from == 0 && forward->to == 1 && back->from == 1 && back->to == 0));
+    CHECK(forward->can_access_peer);
+    CHECK(forward->attributes.native_atomic_supported);
+    CHECK(all.link(0, 0) == nullptr);
+    CHECK(all.link(0, 2) == nullptr);
+    CHECK(all.link(-1, 0) == nullptr);
+    if (has_atomic_capabilities) {
+        REQUIRE(forward->atomic_capabilities.size() == CU_ATOMIC_OPERATION_MAX);
+        CHECK((forward->atomic_capabilities[CU_ATOMIC_OPERATION_CAS] & CU_ATOMIC_CAPABILITY_SCALAR_64) != 0);
+    } else {
+        CHECK(forward->atomic_capabilities.empty());
+    }
+
+    set_peer(0, 1, false);
+    auto cut = cudyn::probe_topology();
+    set_peer(0, 1, true);
+    REQUIRE(cut.has_value());
+    CHECK_FALSE(cut->all_pairs_peer_access());
+    CHECK_FALSE(cut->link(0, 1)->can_access_peer);
+    CHECK(cut->link(1, 0)->can_access_peer);  // per direction
+    if (has_atomic_capabilities) CHECK(cut->link(0, 1)->atomic_capabilities[CU_ATOMIC_OPERATION_CAS] == 0u);
+
+    // A failed query fails the probe, naming the pair.
+    ScopedFault fault("cuDeviceCanAccessPeer:2:CUDA_ERROR_UNKNOWN");
+    auto failed = cudyn::probe_topology();
+    REQUIRE_FALSE(failed.has_value());
+    CHECK(failed.error().driver_result == CUDA_ERROR_UNKNOWN);
+    CHECK(failed.error().message.find("probe_topology: device 1 -> device 0") != std::string::npos);
 }
 
 TEST_CASE("peer copies move bytes between the devices, synchronous and on a stream",
