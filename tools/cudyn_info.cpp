@@ -1,9 +1,10 @@
 // cudyn-info — what driver is here, what it supports, which entry points resolved.
 //
 //   cudyn-info                 human-readable report
-//   cudyn-info --json          one JSON object (state, library_path, driver_version, devices, peers, entry_points)
+//   cudyn-info --json          one JSON object (state, library_path, driver_version, devices, nvml, peers, entry_points)
 //   cudyn-info --require-gpu   exit 1 unless a usable device was found (a node health check)
-//   cudyn-info --require T,..  exit 3 unless every device passed those capability trials
+//   cudyn-info --require T,..  exit 3 unless every device passed those capability trials,
+//                              exit 4 unless those topology conditions hold
 //   cudyn-info --schema        the JSON Schema of --json's output
 //
 // It exits 0 whenever it could report, even when no driver is installed
@@ -12,7 +13,11 @@
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/device/peer_access.hpp"
+#include "cudyn/device/topology.hpp"
 #include "cudyn/loader/loader.hpp"
+#include "cudyn/nvml/gpu_fabric.hpp"
+#include "cudyn/nvml/nvlink.hpp"
+#include "cudyn/nvml/nvml_library.hpp"
 #include "info_schema.hpp"
 
 #include <cstdio>
@@ -37,21 +42,40 @@ struct DeviceReport {
     bool fingerprinted = false;
     cudyn::CapabilityFingerprint fingerprint;
     std::string fingerprint_error;  // set when the trials could not start
-};
-
-// One ordered pair of devices: whether `from` reaches `to`'s memory
-// (cuDeviceCanAccessPeer) and what the driver says of the link
-// (cuDeviceGetP2PAttribute).
-struct PeerReport {
-    int from = 0;
-    int to = 0;
-    bool can_access_peer = false;
-    cudyn::PeerAttributes attributes;
-    std::string error;  // set when a query failed
+    std::string uuid;               // "GPU-...", empty when the query failed
+    std::string pci_bus_id;         // "0000:18:00.0", empty when the query failed
+    bool has_fabric = false;        // NVML answered for the fabric
+    cudyn::GpuFabric fabric;
+    std::string fabric_error;       // why not, when NVML is loaded
+    bool has_nvlinks = false;
+    std::vector<cudyn::NvLinkState> nvlinks;
+    std::string nvlink_error;
 };
 
 // Exit codes, documented in the README's node health check section.
-enum ExitCode { kExitOk = 0, kExitNoGpu = 1, kExitUsage = 2, kExitTrialFailed = 3 };
+enum ExitCode { kExitOk = 0, kExitNoGpu = 1, kExitUsage = 2, kExitTrialFailed = 3, kExitConditionFailed = 4 };
+
+// Which physical device, and (where NVML is loaded) its fabric and links.
+void collect_identity(const cudyn::Device& device, DeviceReport& report) {
+    auto uuid = device.uuid();
+    auto bus = device.pci_bus_id();
+    if (bus) report.pci_bus_id = bus->to_string();
+    if (!uuid) return;
+    report.uuid = uuid->to_string();
+    if (cudyn::nvml_report().state != cudyn::NvmlState::Loaded) return;
+    auto fabric = cudyn::gpu_fabric(*uuid);
+    report.has_fabric = fabric.has_value();
+    if (fabric)
+        report.fabric = *fabric;
+    else
+        report.fabric_error = fabric.error().describe();
+    auto links = cudyn::nvlink_states(*uuid);
+    report.has_nvlinks = links.has_value();
+    if (links)
+        report.nvlinks = *links;
+    else
+        report.nvlink_error = links.error().describe();
+}
 
 std::vector<DeviceReport> collect_devices(std::string& error, bool trials) {
     std::vector<DeviceReport> devices;
@@ -81,6 +105,7 @@ std::vector<DeviceReport> collect_devices(std::string& error, bool trials) {
         for (const cudyn::Error* failure : {name ? nullptr : &name.error(), memory ? nullptr : &memory.error(),
                                             cc ? nullptr : &cc.error(), caps ? nullptr : &caps.error()})
             if (failure != nullptr && report.error.empty()) report.error = failure->describe();
+        collect_identity(*device, report);
         if (trials) {
             auto fingerprint = cudyn::fingerprint_device(*device);
             report.fingerprinted = fingerprint.has_value();
@@ -94,34 +119,13 @@ std::vector<DeviceReport> collect_devices(std::string& error, bool trials) {
     return devices;
 }
 
-// Every ordered pair of distinct devices that answered.
-std::vector<PeerReport> collect_peers(const std::vector<DeviceReport>& devices) {
-    std::vector<PeerReport> peers;
-    for (const DeviceReport& from : devices) {
-        for (const DeviceReport& to : devices) {
-            if (from.ordinal == to.ordinal || !from.error.empty() || !to.error.empty()) continue;
-            PeerReport report;
-            report.from = from.ordinal;
-            report.to = to.ordinal;
-            auto a = cudyn::Device::get(from.ordinal);
-            auto b = cudyn::Device::get(to.ordinal);
-            if (!a || !b) {
-                report.error = (a ? b.error() : a.error()).describe();
-                peers.push_back(report);
-                continue;
-            }
-            auto can = a->can_access_peer(*b);
-            auto attributes = cudyn::peer_attributes(*a, *b);
-            if (can) report.can_access_peer = *can;
-            if (attributes) report.attributes = *attributes;
-            if (!can)
-                report.error = can.error().describe();
-            else if (!attributes)
-                report.error = attributes.error().describe();
-            peers.push_back(report);
-        }
-    }
-    return peers;
+// Every ordered pair of devices (none without a driver or below two devices).
+cudyn::Topology collect_topology(const std::vector<DeviceReport>& devices, std::string& error) {
+    if (devices.size() < 2) return {};
+    auto topology = cudyn::probe_topology();
+    if (topology) return *topology;
+    error = topology.error().describe();
+    return {};
 }
 
 std::string json_string(const std::string& text) {
@@ -168,8 +172,43 @@ void print_json_fingerprint(const DeviceReport& d) {
     std::printf("}}");
 }
 
+std::string json_uint_list(const std::vector<unsigned int>& values) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+    return out + "]";
+}
+
+void print_json_nvml_device(const DeviceReport& d) {
+    if (!d.uuid.empty()) std::printf(", \"uuid\": %s", json_string(d.uuid).c_str());
+    if (!d.pci_bus_id.empty()) std::printf(", \"pci_bus_id\": %s", json_string(d.pci_bus_id).c_str());
+    if (d.has_fabric) {
+        const cudyn::GpuFabric& f = d.fabric;
+        std::printf(",\n     \"fabric\": {\"state\": \"%s\", \"status\": %d, \"cluster_uuid\": %s, \"clique_id\": %u, "
+                    "\"health_mask\": %u, \"healthy\": %s, \"problems\": %s}",
+                    cudyn::to_string(f.state), f.status, json_string(f.cluster_uuid.to_string()).c_str(), f.clique_id,
+                    f.health_mask, json_bool(f.healthy()), json_string(f.problems()).c_str());
+    }
+    if (!d.fabric_error.empty()) std::printf(", \"fabric_error\": %s", json_string(d.fabric_error).c_str());
+    if (d.has_nvlinks) {
+        std::printf(",\n     \"nvlinks\": [");
+        for (std::size_t i = 0; i < d.nvlinks.size(); ++i)
+            std::printf("%s{\"link\": %u, \"active\": %s}", i ? ", " : "", d.nvlinks[i].link,
+                        json_bool(d.nvlinks[i].active));
+        std::printf("]");
+    }
+    if (!d.nvlink_error.empty()) std::printf(", \"nvlink_error\": %s", json_string(d.nvlink_error).c_str());
+}
+
+void print_json_nvml(const cudyn::NvmlReport& nvml) {
+    std::printf("  \"nvml\": {\"state\": \"%s\", \"message\": %s, \"requested_path\": %s, \"library_path\": %s, "
+                "\"kernel_driver_version\": %s, \"cuda_driver_version\": %d},\n",
+                cudyn::to_string(nvml.state), json_string(nvml.message).c_str(),
+                json_string(nvml.requested_path).c_str(), json_string(nvml.library_path).c_str(),
+                json_string(nvml.kernel_driver_version).c_str(), nvml.cuda_driver_version);
+}
+
 void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
-                const std::vector<PeerReport>& peers, const std::string& device_error) {
+                const cudyn::Topology& topology, const std::string& topology_error, const std::string& device_error) {
     std::printf("{\n  \"schema_version\": %d,\n", cudyn::tools::kInfoSchemaVersion);
     std::printf("  \"state\": %s,\n", json_string(cudyn::to_string(report.state)).c_str());
     std::printf("  \"message\": %s,\n", json_string(report.message).c_str());
@@ -194,20 +233,25 @@ void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>
                         json_bool(d.capabilities.*cudyn::device_capability_list[c].field));
         std::printf("}");
         print_json_fingerprint(d);
+        print_json_nvml_device(d);
         std::printf("}");
     }
-    std::printf("%s],\n  \"peers\": [", devices.empty() ? "" : "\n  ");
-    for (std::size_t i = 0; i < peers.size(); ++i) {
-        const PeerReport& p = peers[i];
+    std::printf("%s],\n", devices.empty() ? "" : "\n  ");
+    if (!topology_error.empty()) std::printf("  \"topology_error\": %s,\n", json_string(topology_error).c_str());
+    print_json_nvml(cudyn::nvml_report());
+    std::printf("  \"peers\": [");
+    for (std::size_t i = 0; i < topology.links.size(); ++i) {
+        const cudyn::PeerLink& p = topology.links[i];
         std::printf("%s\n    {\"from\": %d, \"to\": %d, \"can_access_peer\": %s, \"performance_rank\": %d, "
                     "\"access_supported\": %s, \"native_atomic_supported\": %s, \"cuda_array_access_supported\": %s",
                     i ? "," : "", p.from, p.to, json_bool(p.can_access_peer), p.attributes.performance_rank,
                     json_bool(p.attributes.access_supported), json_bool(p.attributes.native_atomic_supported),
                     json_bool(p.attributes.cuda_array_access_supported));
-        if (!p.error.empty()) std::printf(", \"error\": %s", json_string(p.error).c_str());
+        if (!p.atomic_capabilities.empty())
+            std::printf(", \"atomic_capabilities\": %s", json_uint_list(p.atomic_capabilities).c_str());
         std::printf("}");
     }
-    std::printf("%s],\n  \"entry_points\": [", peers.empty() ? "" : "\n  ");
+    std::printf("%s],\n  \"entry_points\": [", topology.links.empty() ? "" : "\n  ");
     for (std::size_t i = 0; i < report.entry_points.size(); ++i) {
         const cudyn::EntryPointReport& e = report.entry_points[i];
         std::printf("%s\n    {\"name\": \"%s\", \"abi_symbol\": \"%s\", \"version\": %d, \"required\": %s, "
@@ -226,8 +270,84 @@ std::string format_bytes(std::size_t bytes) {
 
 void print_next_steps(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices);
 
+// The build in libcuda's file name ("libcuda.so.580.65.06" -> "580.65.06"), empty when it has none.
+std::string libcuda_build(const std::string& path) {
+    const std::string marker = "libcuda.so.";
+    const std::size_t at = path.rfind(marker);
+    if (at == std::string::npos) return {};
+    const std::string build = path.substr(at + marker.size());
+    return build.find('.') == std::string::npos ? std::string() : build;
+}
+
+// NVML and what it says of the kernel module next to the libcuda opened.
+void print_human_nvml(const cudyn::LoadReport& report) {
+    const cudyn::NvmlReport& nvml = cudyn::nvml_report();
+    std::printf("\n  NVML            %s", cudyn::to_string(nvml.state));
+    if (nvml.state != cudyn::NvmlState::Loaded) {
+        std::printf(" (%s; fabric and NVLink states unknown)\n", nvml.message.c_str());
+        return;
+    }
+    std::printf(", %s\n", nvml.library_path.c_str());
+    if (nvml.kernel_driver_version.empty()) return;
+    std::printf("  kernel module   %s\n", nvml.kernel_driver_version.c_str());
+    const std::string build = libcuda_build(report.library_path);
+    if (!build.empty() && build != nvml.kernel_driver_version)
+        std::printf("  note            libcuda %s is not the kernel module's %s: a forward-compatibility libcuda; "
+                    "where the pair is unsupported, cuInit answers CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803) or "
+                    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)\n",
+                    build.c_str(), nvml.kernel_driver_version.c_str());
+}
+
+void print_human_identity(const DeviceReport& d) {
+    std::printf("    %-36s %s\n", "uuid", d.uuid.empty() ? "unknown" : d.uuid.c_str());
+    std::printf("    %-36s %s\n", "pci bus id", d.pci_bus_id.empty() ? "unknown" : d.pci_bus_id.c_str());
+    if (d.has_fabric) {
+        const cudyn::GpuFabric& f = d.fabric;
+        std::printf("    %-36s %s, status %d, cluster %s, clique %u, health mask 0x%x: %s\n", "fabric",
+                    cudyn::to_string(f.state), f.status, f.cluster_uuid.to_string().c_str() + 4, f.clique_id,
+                    f.health_mask, f.healthy() ? "healthy" : f.problems().c_str());
+    } else if (!d.fabric_error.empty()) {
+        std::printf("    %-36s %s\n", "fabric", d.fabric_error.c_str());
+    }
+    if (d.has_nvlinks) {
+        std::size_t active = 0;
+        std::string down;
+        for (const cudyn::NvLinkState& l : d.nvlinks) {
+            if (l.active) ++active;
+            else down += (down.empty() ? " (down:" : ",") + std::string(" ") + std::to_string(l.link);
+        }
+        std::printf("    %-36s %zu of %zu active%s%s\n", "nvlinks", active, d.nvlinks.size(), down.c_str(),
+                    down.empty() ? "" : ")");
+    } else if (!d.nvlink_error.empty()) {
+        std::printf("    %-36s %s\n", "nvlinks", d.nvlink_error.c_str());
+    }
+}
+
+// Rows reach columns, as nvidia-smi topo -m is read: "P0" peer access with
+// performance rank 0, "A" native atomics, "-" no peer access.
+void print_human_matrix(const cudyn::Topology& topology) {
+    std::printf("\n  topology (row reaches column; P<rank>: peer access, lower rank a faster link; A: native atomics; "
+                "-: no peer access)\n        ");
+    for (int to = 0; to < topology.device_count; ++to) std::printf(" %-7s", ("GPU" + std::to_string(to)).c_str());
+    std::printf("\n");
+    for (int from = 0; from < topology.device_count; ++from) {
+        std::printf("    %-4s", ("GPU" + std::to_string(from)).c_str());
+        for (int to = 0; to < topology.device_count; ++to) {
+            const cudyn::PeerLink* l = topology.link(from, to);
+            std::string cell = "X";
+            if (l != nullptr)
+                cell = l->can_access_peer ? "P" + std::to_string(l->attributes.performance_rank) +
+                                                (l->attributes.native_atomic_supported ? " A" : "")
+                                          : "-";
+            std::printf(" %-7s", cell.c_str());
+        }
+        std::printf("\n");
+    }
+}
+
 void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport>& devices,
-                 const std::vector<PeerReport>& peers, const std::string& device_error, bool verbose) {
+                 const cudyn::Topology& topology, const std::string& topology_error, const std::string& device_error,
+                 bool verbose) {
     std::printf("cudyn-info\n");
     std::printf("  state           %s\n", cudyn::to_string(report.state));
     if (!report.message.empty()) std::printf("  reason          %s\n", report.message.c_str());
@@ -246,6 +366,7 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
         std::printf("\n  device %d: %s, compute %d.%d, %s\n", d.ordinal, d.name.c_str(), d.compute_capability.major,
                     d.compute_capability.minor, format_bytes(d.total_memory).c_str());
         if (!d.error.empty()) std::printf("    error: %s\n", d.error.c_str());
+        print_human_identity(d);
         for (const cudyn::DeviceCapabilityInfo& c : cudyn::device_capability_list)
             std::printf("    %-36s %-3s  %s\n", c.name, d.capabilities.*c.field ? "yes" : "no", c.description);
         if (!d.fingerprint_error.empty()) std::printf("    trials: could not run (%s)\n", d.fingerprint_error.c_str());
@@ -259,22 +380,21 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
         if (d.fingerprint.newest_ptx_isa != 0)
             std::printf("    %-36s %s\n", "newest PTX ISA the JIT loads", ptx_isa_text(d.fingerprint.newest_ptx_isa).c_str());
     }
-    if (!peers.empty()) {
+    if (!topology_error.empty()) std::printf("\n  topology        error: %s\n", topology_error.c_str());
+    if (!topology.links.empty()) {
+        print_human_matrix(topology);
         std::printf("\n  peers (from -> to: cuDeviceCanAccessPeer, then cuDeviceGetP2PAttribute)\n");
         std::printf("    %-10s %-11s %-5s %-15s %-12s %s\n", "pair", "can access", "rank", "access (attr)",
                     "atomics", "arrays");
-        for (const PeerReport& p : peers) {
+        for (const cudyn::PeerLink& p : topology.links) {
             const std::string pair = std::to_string(p.from) + " -> " + std::to_string(p.to);
-            if (!p.error.empty()) {
-                std::printf("    %-10s error: %s\n", pair.c_str(), p.error.c_str());
-                continue;
-            }
             std::printf("    %-10s %-11s %-5d %-15s %-12s %s\n", pair.c_str(), p.can_access_peer ? "yes" : "no",
                         p.attributes.performance_rank, p.attributes.access_supported ? "yes" : "no",
                         p.attributes.native_atomic_supported ? "yes" : "no",
                         p.attributes.cuda_array_access_supported ? "yes" : "no");
         }
     }
+    if (report.state == cudyn::LoadState::Loaded) print_human_nvml(report);
     print_next_steps(report, devices);
     // Without an opened library every entry is trivially unresolved.
     if (report.library_path.empty() && !verbose) return;
@@ -439,36 +559,104 @@ void print_next_steps(const cudyn::LoadReport& report, const std::vector<DeviceR
 
 void print_usage() {
     std::printf(
-        "usage: cudyn-info [--json] [--verbose] [--no-trials] [--require-gpu] [--require TRIAL,...] [--schema]\n"
+        "usage: cudyn-info [--json] [--verbose] [--no-trials] [--require-gpu] [--require NAME,...] [--schema]\n"
         "  --json         print one JSON object instead of the human-readable report\n"
         "  --verbose      list every entry point and how it was resolved\n"
         "  --no-trials    report attributes only: no capability trials (no allocation, no module load)\n"
         "  --require-gpu  exit 1 unless the driver is loaded and at least one device answered\n"
-        "  --require T,.. exit 3 unless every device's trials T (e.g. vmm_posix_fd,dma_buf) worked\n"
+        "  --require N,.. exit 3 unless every device's trials N (e.g. vmm_posix_fd,dma_buf) worked;\n"
+        "                 exit 4 unless the conditions N hold: all_pairs_peer_access (every ordered pair of\n"
+        "                 devices can enable peer access), fabric_healthy (every GPU registered in a healthy\n"
+        "                 NVLink fabric, from NVML), nvlinks_active (every GPU has NVLinks, all active)\n"
         "  --schema       print the JSON Schema of --json's output and exit\n"
         "The driver is libcuda.so.1 unless CUDYN_DRIVER_PATH names another (absolute path).\n");
 }
 
 
-// The trial names of a --require list, each checked against the trial list.
-bool parse_required(const char* list, std::vector<std::size_t>& required) {
+// Conditions on the node as a whole that --require also takes, beside trial
+// names: exit 4 (kExitConditionFailed) when one does not hold.
+enum class Condition { AllPairsPeerAccess, FabricHealthy, NvLinksActive };
+struct ConditionInfo {
+    Condition condition;
+    const char* name;
+};
+constexpr ConditionInfo kConditions[] = {{Condition::AllPairsPeerAccess, "all_pairs_peer_access"},
+                                         {Condition::FabricHealthy, "fabric_healthy"},
+                                         {Condition::NvLinksActive, "nvlinks_active"}};
+
+struct Requirements {
+    std::vector<std::size_t> trials;
+    std::vector<ConditionInfo> conditions;
+};
+
+// The trial and condition names of a --require list, each checked against its list.
+bool parse_required(const char* list, Requirements& required) {
     std::string rest = list;
     while (!rest.empty()) {
         const std::size_t comma = rest.find(',');
         const std::string name = rest.substr(0, comma);
         rest = comma == std::string::npos ? std::string() : rest.substr(comma + 1);
+        bool is_condition = false;
+        for (const ConditionInfo& c : kConditions) {
+            if (name != c.name) continue;
+            required.conditions.push_back(c);
+            is_condition = true;
+        }
+        if (is_condition) continue;
         std::size_t t = 0;
         while (t < cudyn::capability_trial_count && name != cudyn::capability_trial_list[t].name) ++t;
         if (t == cudyn::capability_trial_count) {
-            std::fprintf(stderr, "cudyn-info: --require: no trial named '%s' (trials:", name.c_str());
+            std::fprintf(stderr, "cudyn-info: --require: no trial or condition named '%s' (conditions:", name.c_str());
+            for (const ConditionInfo& c : kConditions) std::fprintf(stderr, " %s", c.name);
+            std::fprintf(stderr, "; trials:");
             for (const cudyn::CapabilityTrialInfo& info : cudyn::capability_trial_list)
                 std::fprintf(stderr, " %s", info.name);
             std::fprintf(stderr, ")\n");
             return false;
         }
-        required.push_back(t);
+        required.trials.push_back(t);
     }
-    return !required.empty();
+    return !required.trials.empty() || !required.conditions.empty();
+}
+
+// Whether one condition holds, printing each reason it does not on stderr.
+bool condition_holds(const ConditionInfo& c, const std::vector<DeviceReport>& devices,
+                     const cudyn::Topology& topology, const std::string& topology_error) {
+    auto fail = [&](const std::string& why) {
+        std::fprintf(stderr, "cudyn-info: required %s: %s\n", c.name, why.c_str());
+        return false;
+    };
+    if (devices.empty()) return fail("no device");
+    bool holds = true;
+    switch (c.condition) {
+        case Condition::AllPairsPeerAccess:
+            if (!topology_error.empty()) return fail(topology_error);
+            for (const cudyn::PeerLink& l : topology.links)
+                if (!l.can_access_peer)
+                    holds = fail("device " + std::to_string(l.from) + " cannot reach device " + std::to_string(l.to) +
+                                 " (cuDeviceCanAccessPeer)");
+            return holds;
+        case Condition::FabricHealthy:
+        case Condition::NvLinksActive: break;
+    }
+    if (cudyn::nvml_report().state != cudyn::NvmlState::Loaded)
+        return fail("NVML is not usable: " + cudyn::nvml_report().message);
+    for (const DeviceReport& d : devices) {
+        const std::string device = "device " + std::to_string(d.ordinal) + ": ";
+        if (c.condition == Condition::FabricHealthy) {
+            if (!d.has_fabric) holds = fail(device + (d.fabric_error.empty() ? "no answer" : d.fabric_error));
+            else if (!d.fabric.healthy()) holds = fail(device + d.fabric.problems());
+            continue;
+        }
+        if (!d.has_nvlinks) {
+            holds = fail(device + (d.nvlink_error.empty() ? "no answer" : d.nvlink_error));
+            continue;
+        }
+        if (d.nvlinks.empty()) holds = fail(device + "no NVLink");
+        for (const cudyn::NvLinkState& l : d.nvlinks)
+            if (!l.active) holds = fail(device + "link " + std::to_string(l.link) + " is not active");
+    }
+    return holds;
 }
 
 }  // namespace
@@ -478,7 +666,7 @@ int main(int argc, char** argv) {
     bool verbose = false;
     bool require_gpu = false;
     bool trials = true;
-    std::vector<std::size_t> required_trials;
+    Requirements required;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--json") == 0) {
             json = true;
@@ -489,7 +677,7 @@ int main(int argc, char** argv) {
         } else if (std::strcmp(argv[i], "--require-gpu") == 0) {
             require_gpu = true;
         } else if (std::strcmp(argv[i], "--require") == 0 && i + 1 < argc) {
-            if (!parse_required(argv[++i], required_trials)) return kExitUsage;
+            if (!parse_required(argv[++i], required)) return kExitUsage;
         } else if (std::strcmp(argv[i], "--schema") == 0) {
             std::fputs(cudyn::tools::info_schema().c_str(), stdout);
             return kExitOk;
@@ -502,6 +690,7 @@ int main(int argc, char** argv) {
             return kExitUsage;
         }
     }
+    const std::vector<std::size_t>& required_trials = required.trials;
     if (!trials && !required_trials.empty()) {
         std::fprintf(stderr, "cudyn-info: --require needs the trials; drop --no-trials\n");
         return kExitUsage;
@@ -509,11 +698,12 @@ int main(int argc, char** argv) {
     const cudyn::LoadReport& report = cudyn::load_report();
     std::string device_error;
     const std::vector<DeviceReport> devices = collect_devices(device_error, trials);
-    const std::vector<PeerReport> peers = collect_peers(devices);
+    std::string topology_error;
+    const cudyn::Topology topology = collect_topology(devices, topology_error);
     if (json)
-        print_json(report, devices, peers, device_error);
+        print_json(report, devices, topology, topology_error, device_error);
     else
-        print_human(report, devices, peers, device_error, verbose);
+        print_human(report, devices, topology, topology_error, device_error, verbose);
 
     if (require_gpu) {
         bool usable = false;
@@ -541,5 +731,9 @@ int main(int argc, char** argv) {
         if (devices.empty()) std::fprintf(stderr, "cudyn-info: --require: no device to try\n");
         if (!passed) return kExitTrialFailed;
     }
+    bool conditions_hold = true;
+    for (const ConditionInfo& c : required.conditions)
+        conditions_hold = condition_holds(c, devices, topology, topology_error) && conditions_hold;
+    if (!conditions_hold) return kExitConditionFailed;
     return kExitOk;
 }

@@ -3,6 +3,8 @@
 #include "cudyn/device/capability_fingerprint.hpp"
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/loader/load_report.hpp"
+#include "cudyn/nvml/gpu_fabric.hpp"
+#include "cudyn/nvml/nvml_library.hpp"
 
 #include <initializer_list>
 #include <string>
@@ -80,6 +82,40 @@ std::string fingerprint_schema() {
                   "what the device really did, from trials (absent with --no-trials)");
 }
 
+std::string fabric_schema() {
+    return object(
+        {{"state", string_enum({to_string(FabricState::NotSupported), to_string(FabricState::NotStarted),
+                                to_string(FabricState::InProgress), to_string(FabricState::Completed)},
+                               "NVLink fabric registration: not_supported means the GPU is in no fabric")},
+         {"status", typed("integer", "the registration's nvmlReturn_t (0: success), once completed")},
+         {"cluster_uuid", typed("string", "the fabric cluster (GPU-... spelling); all zero: no cluster")},
+         {"clique_id", typed("integer", "the clique within the cluster")},
+         {"health_mask", typed("integer", "NVML's health mask: two bits per condition, 1 meaning it holds")},
+         {"healthy", typed("boolean", "registered with success and no health condition holds")},
+         {"problems", typed("string", "what is wrong, in words; empty when healthy")}},
+        "nvmlDeviceGetGpuFabricInfoV (absent without NVML or where it failed)");
+}
+
+std::string nvlink_schema() {
+    return object({{"link", typed("integer", "NVML's link index")},
+                   {"active", typed("boolean", "nvmlDeviceGetNvLinkState: the link is up")}},
+                  "one NVLink");
+}
+
+std::string nvml_schema() {
+    return object(
+        {{"state", string_enum({to_string(NvmlState::Loaded), to_string(NvmlState::NotFound),
+                                to_string(NvmlState::InitFailed), to_string(NvmlState::Refused)},
+                               "what happened when NVML was loaded (CUDYN_NVML_PATH or libnvidia-ml.so.1)")},
+         {"message", typed("string", "why, when not loaded")},
+         {"requested_path", typed("string", "the library asked for")},
+         {"library_path", typed("string", "the library opened, empty when none")},
+         {"kernel_driver_version", typed("string", "nvmlSystemGetDriverVersion: the kernel module's driver, "
+                                                   "empty when unknown")},
+         {"cuda_driver_version", typed("integer", "nvmlSystemGetCudaDriverVersion_v2; 0 when unknown")}},
+        "NVML, optional: fabric and NVLink states come from it");
+}
+
 }  // namespace
 
 std::string info_schema() {
@@ -91,8 +127,17 @@ std::string info_schema() {
          {"error", typed("string", "the first query that failed, when one did")},
          {"capabilities", capabilities_schema()},
          {"fingerprint", fingerprint_schema()},
-         {"fingerprint_error", typed("string", "why the trials could not run, when they could not")}},
-        "one device", {"error", "fingerprint", "fingerprint_error"});
+         {"fingerprint_error", typed("string", "why the trials could not run, when they could not")},
+         {"uuid", typed("string", "cuDeviceGetUuid in nvidia-smi's spelling (GPU-...), when it answered")},
+         {"pci_bus_id", typed("string", "cuDeviceGetPCIBusId (0000:18:00.0), when it answered")},
+         {"fabric", fabric_schema()},
+         {"fabric_error", typed("string", "why NVML gave no fabric information, when NVML is loaded")},
+         {"nvlinks", "{\"type\": \"array\", \"description\": \"every NVLink NVML reports (absent without NVML)\", "
+                     "\"items\": " + nvlink_schema() + "}"},
+         {"nvlink_error", typed("string", "why NVML gave no link states, when NVML is loaded")}},
+        "one device",
+        {"error", "fingerprint", "fingerprint_error", "uuid", "pci_bus_id", "fabric", "fabric_error", "nvlinks",
+         "nvlink_error"});
     const std::string peer = object(
         {{"from", typed("integer", "the ordinal of the device that would reach the other's memory")},
          {"to", typed("integer", "the ordinal of the device whose memory is reached")},
@@ -102,8 +147,12 @@ std::string info_schema() {
          {"native_atomic_supported", typed("boolean", "CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED")},
          {"cuda_array_access_supported",
           typed("boolean", "CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED (false where the driver lacks it)")},
-         {"error", typed("string", "the first query that failed, when one did")}},
-        "one ordered pair of devices", {"error"});
+         {"error", typed("string", "the first query that failed, when one did")},
+         {"atomic_capabilities",
+          "{\"type\": \"array\", \"description\": \"cuDeviceGetP2PAtomicCapabilities: per CUatomicOperation in enum "
+          "order, its CU_ATOMIC_CAPABILITY_* bits (absent where the driver lacks the entry)\", \"items\": {\"type\": "
+          "\"integer\"}}"}},
+        "one ordered pair of devices", {"error", "atomic_capabilities"});
     const std::string entry = object(
         {{"name", typed("string", "the base name asked for (cuMemAlloc)")},
          {"abi_symbol", typed("string", "the ABI's symbol (cuMemAlloc_v2)")},
@@ -129,11 +178,13 @@ std::string info_schema() {
          {"load_ms", typed("number", "how long loading took, in milliseconds")},
          {"device_error", typed("string", "why devices could not be listed, when they could not")},
          {"devices", "{\"type\": \"array\", \"description\": \"every device the driver lists\", \"items\": " + device + "}"},
+         {"topology_error", typed("string", "why the peer matrix could not be read, when it could not")},
+         {"nvml", nvml_schema()},
          {"peers", "{\"type\": \"array\", \"description\": \"every ordered pair of distinct devices that answered "
                    "(empty with fewer than two)\", \"items\": " + peer + "}"},
          {"entry_points", "{\"type\": \"array\", \"description\": \"every entry point of the runtime table\", "
                           "\"items\": " + entry + "}"}},
-        "cudyn-info --json");
+        "cudyn-info --json", {"topology_error"});
     // The draft and identity go first; object() builds the rest.
     return "{\"$schema\": \"https://json-schema.org/draft/2020-12/schema\", \"$id\": \"cudyn-info/" +
            std::to_string(kInfoSchemaVersion) + "\", " + root.substr(1) + "\n";

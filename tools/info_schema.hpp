@@ -11,7 +11,7 @@
 
 namespace cudyn::tools {
 
-inline constexpr int kInfoSchemaVersion = 2;  // 2: peers
+inline constexpr int kInfoSchemaVersion = 3;  // 2: peers; 3: identity, NVML, fabric, NVLinks, atomic capabilities
 
 std::string info_schema();
 

@@ -680,6 +680,20 @@ __attribute__((constructor)) void fakecuda_load() {
         static_cast<unsigned>(fake::env_int("FAKECUDA_STREAM_WAIT_TIMEOUT_MS", 10000, 1, 3'600'000));
     if (const char* a = std::getenv("FAKECUDA_ATTR")) fake::apply_attribute_overrides(st, a);
     if (const char* f = std::getenv("FAKECUDA_FAIL")) fake::set_fail_spec(st, f);
+    // FAKECUDA_NO_PEER="A:B,...": device A cannot reach device B (the
+    // process-wide fakecuda_set_peer_access from the start, for programs
+    // such as cudyn-info that a test runs whole).
+    if (const char* pairs = std::getenv("FAKECUDA_NO_PEER")) {
+        for (const char* p = pairs; *p != '\0';) {
+            char* end = nullptr;
+            const long a = std::strtol(p, &end, 10);
+            if (end == p || *end != ':') break;
+            const long b = std::strtol(end + 1, &end, 10);
+            if (a >= 0 && a < fake::kMaxDevices && b >= 0 && b < fake::kMaxDevices) st.peer[a][b] = 0;
+            p = *end == ',' ? end + 1 : end;
+            if (*end != ',') break;
+        }
+    }
 }
 
 // Runs after every C++ static destructor of the process: from here on the
