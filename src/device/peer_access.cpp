@@ -41,7 +41,12 @@ CUDYN_DETAIL_COLD Error enable_refused(CUresult result, const PrimaryContext& fr
         return kEnable.not_supported("cuDeviceCanAccessPeer", pair(from.device(), to.device()) +
                                                                   ": cuDeviceCanAccessPeer says the first cannot "
                                                                   "reach the second's memory directly");
-    return kEnable.context(Error::from_driver(result, "cuCtxEnablePeerAccess"));
+    Error error = Error::from_driver(result, "cuCtxEnablePeerAccess");
+    if (result == CUDA_ERROR_TOO_MANY_PEERS)
+        error.message = pair(from.device(), to.device()) +
+                        ": the device has as many peer mappings as the driver allows (its peer limit, or its BAR1 "
+                        "aperture is full); disable access to peers no longer used (" + error.message + ")";
+    return kEnable.context(std::move(error));
 }
 
 }  // namespace

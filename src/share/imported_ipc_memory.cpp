@@ -86,6 +86,13 @@ Error import_error(Error error) {
             error.message += ": the exporter may have freed the memory or exited, or the handle comes from "
                              "another machine";
             break;
+        case CUDA_ERROR_TOO_MANY_PEERS:
+            // Memory of another device is mapped through peer access, which
+            // the import enables lazily; each device has a bounded number.
+            error.message += ": the memory is on another device and this device has as many peer mappings as the "
+                             "driver allows (its peer limit, or its BAR1 aperture is full); close imports or "
+                             "disable peer access no longer used";
+            break;
         default: break;
     }
     return error;

@@ -82,6 +82,14 @@ Error no_fabric(Error error, const char* operation) {
 }
 
 Error fabric_error(Error error, const char* operation) {
+    if (error.driver_result == CUDA_ERROR_NOT_READY) {
+        // Fabric handles wait on the IMEX service and the GPU's fabric
+        // registration; the driver answers NOT_READY until both are up.
+        error.message = "the fabric is not ready: is the IMEX service (nvidia-imex) running, and has the GPU's "
+                        "NVLink fabric registration completed (cudyn-info's fabric line, nvidia-smi -q's Fabric "
+                        "block)? (" + error.message + ")";
+        return Operation{operation}.context(std::move(error));
+    }
     return refuses_fabric(error.driver_result) ? no_fabric(std::move(error), operation) : error;
 }
 

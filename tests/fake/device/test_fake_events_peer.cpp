@@ -158,6 +158,13 @@ TEST_CASE("peer access: enabled and disabled per pair, idempotent, refused with 
         require_ok(cudyn::disable_peer_access(context1, context0));
     }
     set_peer(0, 1, true);
+    {
+        // The driver's peer limit: its answer, with the likely cause.
+        ScopedFault fault("cuCtxEnablePeerAccess:1:CUDA_ERROR_TOO_MANY_PEERS");
+        auto refused = cudyn::enable_peer_access(context0, context1);
+        require_error(refused, ErrorCode::Driver, "as many peer mappings as the driver allows");
+        CHECK(refused.error().driver_result == CUDA_ERROR_TOO_MANY_PEERS);
+    }
 }
 
 TEST_CASE("P2P attributes follow the per-pair peer path", "[emulated][cuda11][multi-device]") {

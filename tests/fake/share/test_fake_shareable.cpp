@@ -229,6 +229,15 @@ TEST_CASE("modelled: with an IMEX channel, refusals at export and import still s
             require_error(refused, ErrorCode::NotSupported, "IMEX");
             CHECK(refused.error().driver_result == CUDA_ERROR_NOT_PERMITTED);
         }
+        {
+            // NOT_READY: the fabric or IMEX service is not up yet; the driver's
+            // answer is kept, with what to check.
+            ScopedFault fault("cuMemCreate:1:CUDA_ERROR_NOT_READY");
+            const auto refused = PhysicalMemory::create(
+                AllocationProperties::device(0).with_handle_types(HandleType::Fabric), 2 * kMiB);
+            require_error(refused, ErrorCode::Driver, "the fabric is not ready: is the IMEX service");
+            CHECK(refused.error().driver_result == CUDA_ERROR_NOT_READY);
+        }
         Exported exporter = make_exported(HandleType::Fabric);
         {
             ScopedFault fault("cuMemExportToShareableHandle:1:CUDA_ERROR_NOT_PERMITTED");
