@@ -61,3 +61,7 @@
 #include "cudyn/channel/file_descriptor.hpp"
 #include "cudyn/channel/peer_policy.hpp"
 #include "cudyn/channel/socket_path.hpp"
+
+#include "cudyn/nvml/gpu_fabric.hpp"
+#include "cudyn/nvml/nvlink.hpp"
+#include "cudyn/nvml/nvml_library.hpp"

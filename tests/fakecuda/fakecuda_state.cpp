@@ -687,11 +687,16 @@ __attribute__((constructor)) void fakecuda_load() {
         for (const char* p = pairs; *p != '\0';) {
             char* end = nullptr;
             const long a = std::strtol(p, &end, 10);
-            if (end == p || *end != ':') break;
-            const long b = std::strtol(end + 1, &end, 10);
-            if (a >= 0 && a < fake::kMaxDevices && b >= 0 && b < fake::kMaxDevices) st.peer[a][b] = 0;
-            p = *end == ',' ? end + 1 : end;
-            if (*end != ',') break;
+            char* after = end;
+            const long b = (end != p && *end == ':') ? std::strtol(end + 1, &after, 10) : -1;
+            if (after == end + 1 || b < 0 || a < 0 || a >= st.device_count || b >= st.device_count ||
+                (*after != ',' && *after != '\0')) {
+                std::fprintf(stderr, "fakecuda: FAKECUDA_NO_PEER: bad pair near '%s' (A:B, devices 0..%d); rest ignored\n",
+                             p, st.device_count - 1);
+                break;
+            }
+            st.peer[a][b] = 0;
+            p = *after == ',' ? after + 1 : after;
         }
     }
 }
