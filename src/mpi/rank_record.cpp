@@ -24,6 +24,10 @@
 //   device entries, each of the stated size
 //     u32 ordinal   u32 compute capability major   u32 minor   u32 reserved
 //     u64 capability bits: bit i = "yes" for row i of the table above
+//     from version 3 (entry size 64):
+//     u32 identity flags: bit 0 the UUID is reported, bit 1 the PCI bus id
+//     u8[16] UUID (cuDeviceGetUuid's bytes)
+//     u32 PCI domain   u32 bus   u32 device   u32 function   u32 reserved
 //   fingerprint part (from version 2; a version-1 record ends before it)
 //     u32 part size in bytes, this field included
 //     u16 trial names                          u16 fingerprint entry size (version 2: 12 + trial names)
@@ -71,6 +75,9 @@ constexpr std::size_t kHeaderSize = cudyn::detail::kWireHeaderSize;
 // Version 1's parts: the floor every record must reach, whatever its version.
 constexpr std::size_t kRankPartSize = 112;
 constexpr std::size_t kDeviceEntrySize = 24;
+// Version 3's device entry: version 1's, then the identity fields.
+constexpr std::size_t kDeviceEntryWithIdentity = 64;
+constexpr std::uint32_t kUuidReported = 1, kBusIdReported = 2;
 constexpr std::size_t kMaxCapabilityRows = 64;  // bits of a device entry's capability word
 static_assert(device_capability_count <= kMaxCapabilityRows, "device_capabilities.def outgrew the record's u64");
 
@@ -226,7 +233,7 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
     const std::size_t entries = std::min<std::size_t>(devices.size(), 0xffff);
     const std::vector<std::uint8_t> fingerprints = fingerprint_part(devices, entries);
     const std::size_t length =
-        kHeaderSize + kRankPartSize + rows.size() * 4 + entries * kDeviceEntrySize + fingerprints.size();
+        kHeaderSize + kRankPartSize + rows.size() * 4 + entries * kDeviceEntryWithIdentity + fingerprints.size();
 
     std::vector<std::uint8_t> bytes(length);
     cudyn::detail::WireWriter out(bytes.data());
@@ -239,7 +246,7 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
     out.u32(static_cast<std::uint32_t>(driver_version));
     out.u32(static_cast<std::uint32_t>(std::max(visible_devices, 0)));
     out.u16(static_cast<std::uint16_t>(entries));
-    out.u16(static_cast<std::uint16_t>(kDeviceEntrySize));
+    out.u16(static_cast<std::uint16_t>(kDeviceEntryWithIdentity));
     out.u16(static_cast<std::uint16_t>(rows.size()));
     out.reserved(2);
     out.u32(probe_failure ? static_cast<std::uint32_t>(probe_failure->code) + 1 : 0u);
@@ -262,6 +269,14 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
         out.u32(static_cast<std::uint32_t>(device.compute.minor));
         out.reserved(4);
         out.u64(bits);
+        out.u32((device.uuid ? kUuidReported : 0u) | (device.pci_bus_id ? kBusIdReported : 0u));
+        out.fixed(FixedBytes<16>{device.uuid ? device.uuid->bytes : std::array<std::uint8_t, 16>{}});
+        const PciBusId bus = device.pci_bus_id.value_or(PciBusId{});
+        out.u32(bus.domain);
+        out.u32(bus.bus);
+        out.u32(bus.device);
+        out.u32(bus.function);
+        out.reserved(4);
     }
     std::copy(fingerprints.begin(), fingerprints.end(), bytes.end() - static_cast<std::ptrdiff_t>(fingerprints.size()));
     return bytes;
@@ -363,7 +378,20 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
         in.u32(minor);
         in.reserved(4);
         in.u64(bits);
-        in.reserved(entry_size - kDeviceEntrySize);  // a newer writer's device fields
+        std::uint32_t identity = 0;
+        FixedBytes<16> uuid;
+        PciBusId bus;
+        if (entry_size >= kDeviceEntryWithIdentity) {
+            in.u32(identity);
+            in.fixed(uuid);
+            in.u32(bus.domain);
+            in.u32(bus.bus);
+            in.u32(bus.device);
+            in.u32(bus.function);
+            in.reserved(4);
+        }
+        in.reserved(entry_size - (entry_size >= kDeviceEntryWithIdentity ? kDeviceEntryWithIdentity
+                                                                          : kDeviceEntrySize));  // a newer writer's device fields
         if (ordinal >= visible)
             return malformed("device entry " + std::to_string(d) + " names ordinal " + std::to_string(ordinal) +
                              " of " + std::to_string(visible) + " visible devices");
@@ -373,6 +401,8 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
         for (std::size_t i = 0; i < device_capability_count; ++i)
             if (column_of[i] != kAbsent)
                 device.capabilities.*device_capability_list[i].field = ((bits >> column_of[i]) & 1) != 0;
+        if (identity & kUuidReported) device.uuid = DeviceUuid{uuid.value};
+        if (identity & kBusIdReported) device.pci_bus_id = bus;
         record.devices.push_back(device);
     }
     // Version 1 ends here (bytes past `needed` are a later part, skipped);
@@ -427,7 +457,11 @@ RankRecord probe_this_rank(const RankProbeOptions& options) {
             stop(compute.error());
             break;
         }
-        DeviceReport report{ordinal, *compute, *capabilities, std::nullopt};
+        DeviceReport report{ordinal, *compute, *capabilities, std::nullopt, std::nullopt, std::nullopt};
+        // Identity is for the reader's logs and grouping: a failed query
+        // leaves it unreported and the probe goes on.
+        if (auto uuid = device->uuid()) report.uuid = *uuid;
+        if (auto bus = device->pci_bus_id()) report.pci_bus_id = *bus;
         if (options.trials) {
             // A failed fingerprint is this device's answer, not the rank's:
             // its capabilities were read, and the collective must go on.

@@ -32,11 +32,16 @@ TEST_CASE("probe_this_rank: every visible device, as probe_capabilities reads it
         REQUIRE(capabilities.has_value());
         for (const auto& row : cudyn::device_capability_list) CHECK(reported.capabilities.*row.field == (*capabilities).*row.field);
         CHECK(reported.compute.major == device->compute_capability()->major);
+        REQUIRE(reported.uuid.has_value());
+        CHECK(*reported.uuid == *device->uuid());
+        REQUIRE(reported.pci_bus_id.has_value());
+        CHECK(*reported.pci_bus_id == *device->pci_bus_id());
     }
     const auto bytes = record.to_bytes();
     auto back = cudyn::mpi::RankRecord::from_bytes(bytes.data(), bytes.size());
     REQUIRE(back.has_value());
-    CHECK(back->devices.size() == record.devices.size());
+    REQUIRE(back->devices.size() == record.devices.size());
+    for (std::size_t d = 0; d < record.devices.size(); ++d) CHECK(back->devices[d].uuid == record.devices[d].uuid);
     CHECK(back->host == record.host);
 }
 

@@ -139,8 +139,8 @@ void check_malformed(const std::vector<std::uint8_t>& bytes, const std::string& 
 }  // namespace
 
 TEST_CASE("rank record: a round trip keeps every field", "[unit][mpi-records]") {
-    RankRecord record = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({&cudyn::DeviceCapabilities::win32_handles}), std::nullopt},
-                                            DeviceReport{2, {8, 6}, all_but({}), std::nullopt}});
+    RankRecord record = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({&cudyn::DeviceCapabilities::win32_handles}), std::nullopt, std::nullopt, std::nullopt},
+                                            DeviceReport{2, {8, 6}, all_but({}), std::nullopt, std::nullopt, std::nullopt}});
     record.visible_devices = 3;
     record.probe_failure = cudyn::mpi::ProbeFailure{ErrorCode::OutOfMemory, CUDA_ERROR_OUT_OF_MEMORY};
     record.host.boot_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
@@ -148,11 +148,13 @@ TEST_CASE("rank record: a round trip keeps every field", "[unit][mpi-records]") 
     record.devices[0].fingerprint = all_trials(cudyn::TrialOutcome::Works, 90);
     record.devices[0].fingerprint->trials[trial_index("fabric_export")] = cudyn::TrialOutcome::TimedOut;
     record.devices[0].fingerprint->trials[trial_index("vmm_win32")] = cudyn::TrialOutcome::Skipped;
+    record.devices[0].uuid = *cudyn::DeviceUuid::parse("GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff");
+    record.devices[0].pci_bus_id = cudyn::PciBusId{0x10002, 0xc1, 0x1f, 7};
 
     const auto bytes = record.to_bytes();
     std::size_t names = 0;
     for (const auto& trial : cudyn::capability_trial_list) names += 1 + std::strlen(trial.name);
-    CHECK(bytes.size() == 16 + 112 + cudyn::device_capability_count * 4 + 2 * 24 + 8 + names +
+    CHECK(bytes.size() == 16 + 112 + cudyn::device_capability_count * 4 + 2 * 64 + 8 + names +
                               2 * (12 + cudyn::capability_trial_count));
     auto back = parse(bytes);
     REQUIRE(back.has_value());
@@ -183,6 +185,12 @@ TEST_CASE("rank record: a round trip keeps every field", "[unit][mpi-records]") 
     CHECK(print.outcome("vmm_win32") == cudyn::TrialOutcome::Skipped);
     CHECK_FALSE(print.outcome("no_such_trial").has_value());
     CHECK_FALSE(back->devices[1].fingerprint.has_value());  // no trials run there
+    REQUIRE(back->devices[0].uuid.has_value());
+    CHECK(back->devices[0].uuid->to_string() == "GPU-f0f1f2f3-f4f5-f6f7-f8f9-fafbfcfdfeff");
+    REQUIRE(back->devices[0].pci_bus_id.has_value());
+    CHECK(*back->devices[0].pci_bus_id == (cudyn::PciBusId{0x10002, 0xc1, 0x1f, 7}));
+    CHECK_FALSE(back->devices[1].uuid.has_value());  // not reported
+    CHECK_FALSE(back->devices[1].pci_bus_id.has_value());
 
     // A fingerprint that failed keeps its error, and an outcome a record
     // read from an older peer did not have stays unknown when written again.
@@ -227,6 +235,8 @@ TEST_CASE("rank record: version 2's fingerprint part built by hand, trials match
     REQUIRE(record->devices[1].fingerprint->failure.has_value());
     CHECK(record->devices[1].fingerprint->failure->code == ErrorCode::OutOfMemory);
     CHECK(record->devices[1].fingerprint->outcome("vmm") == cudyn::TrialOutcome::Skipped);
+    CHECK_FALSE(record->devices[0].uuid.has_value());  // a version-2 entry has no identity: not reported
+    CHECK_FALSE(record->devices[0].pci_bus_id.has_value());
 
     // State 0: no trials run on that device, whatever its outcome bytes say.
     Bytes none = rank_part(2, 0, 1, 1, 24, 0);
@@ -300,7 +310,7 @@ TEST_CASE("rank record: a newer writer's extra fields, unknown attributes and pa
 }
 
 TEST_CASE("rank record: malformed bytes are InvalidArgument naming what is wrong", "[unit][mpi-records]") {
-    const std::vector<std::uint8_t> good = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt}}).to_bytes();
+    const std::vector<std::uint8_t> good = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}}).to_bytes();
     REQUIRE(parse(good).has_value());
 
     CHECK(RankRecord::from_bytes(nullptr, 16).error().message == "rank record: null data");
@@ -390,12 +400,12 @@ TEST_CASE("rank record: a CUresult or ErrorCode from a newer peer does not leave
 TEST_CASE("capability agreement: AND of flags, lowest versions, and who lacks what", "[unit][mpi-records]") {
     using Caps = cudyn::DeviceCapabilities;
     std::vector<RankRecord> records;
-    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt}, DeviceReport{1, {9, 0}, all_but({}), std::nullopt}}));
-    records.push_back(loaded_rank(12080, {DeviceReport{0, {8, 0}, all_but({&Caps::fabric_handles}), std::nullopt}}));
+    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}, DeviceReport{1, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}}));
+    records.push_back(loaded_rank(12080, {DeviceReport{0, {8, 0}, all_but({&Caps::fabric_handles}), std::nullopt, std::nullopt, std::nullopt}}));
     RankRecord no_driver;  // not_found: no devices
     no_driver.host.host_name = "login";
     records.push_back(no_driver);
-    RankRecord older = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt}});
+    RankRecord older = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}});
     older.version = 1;
     older.reported.memory_pools = false;  // its cudyn did not know the row
     older.devices[0].capabilities.memory_pools = false;
@@ -434,8 +444,8 @@ TEST_CASE("capability agreement: ranks that all agree; the lowest compute capabi
     using Caps = cudyn::DeviceCapabilities;
     const auto without_win32 = all_but({&Caps::win32_handles, &Caps::win32_kmt_handles});
     std::vector<RankRecord> records = {
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, without_win32, std::nullopt}}),
-        loaded_rank(12040, {DeviceReport{0, {8, 9}, all_but({}), std::nullopt}, DeviceReport{1, {10, 0}, without_win32, std::nullopt}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, without_win32, std::nullopt, std::nullopt, std::nullopt}}),
+        loaded_rank(12040, {DeviceReport{0, {8, 9}, all_but({}), std::nullopt, std::nullopt, std::nullopt}, DeviceReport{1, {10, 0}, without_win32, std::nullopt, std::nullopt, std::nullopt}}),
     };
     const CapabilityAgreement agreement = cudyn::mpi::agree_on_capabilities(records);
     CHECK(agreement.min_driver_version == 12040);
@@ -471,9 +481,9 @@ TEST_CASE("capability agreement: trials that work everywhere, who they failed on
     const cudyn::DeviceCapabilities caps = all_but({});
 
     std::vector<RankRecord> records = {
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works}, DeviceReport{1, {9, 0}, caps, no_fabric}}),
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, timed_out}}),
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, older_cudyn}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works, std::nullopt, std::nullopt}, DeviceReport{1, {9, 0}, caps, no_fabric, std::nullopt, std::nullopt}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, timed_out, std::nullopt, std::nullopt}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, older_cudyn, std::nullopt, std::nullopt}}),
     };
     CapabilityAgreement agreement = cudyn::mpi::agree_on_capabilities(records);
     CHECK(agreement.min_ptx_isa == 87);
@@ -507,7 +517,7 @@ TEST_CASE("capability agreement: trials that work everywhere, who they failed on
     records[2].version = 1;
     auto failed = all_trials(TrialOutcome::Skipped, 0);
     failed.failure = cudyn::mpi::ProbeFailure{ErrorCode::Driver, CUDA_ERROR_LAUNCH_FAILED};
-    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, failed}}));
+    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, failed, std::nullopt, std::nullopt}}));
     records.push_back(loaded_rank(13000, {}));
     agreement = cudyn::mpi::agree_on_capabilities(records);
     CHECK(agreement.common_trials.empty());
@@ -522,7 +532,7 @@ TEST_CASE("capability agreement: trials that work everywhere, who they failed on
     CHECK(vmm->failed[1].rank == 4);
 
     // Everywhere: every trial common, the PTX ISA of the one device.
-    const auto alone = cudyn::mpi::agree_on_capabilities({loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works}})});
+    const auto alone = cudyn::mpi::agree_on_capabilities({loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works, std::nullopt, std::nullopt}})});
     CHECK(alone.common_trials.size() == cudyn::capability_trial_count);
     CHECK(alone.trial_shortfalls.empty());
     CHECK(alone.min_ptx_isa == 90);

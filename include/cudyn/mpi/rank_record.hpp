@@ -24,7 +24,7 @@
 
 namespace cudyn::mpi {
 
-inline constexpr std::uint16_t kRankRecordVersion = 2;  // 2: the fingerprint part
+inline constexpr std::uint16_t kRankRecordVersion = 3;  // 2: the fingerprint part; 3: device identity
 
 // Every capability row of this cudyn set to true.
 DeviceCapabilities every_capability() noexcept;
@@ -58,6 +58,11 @@ struct DeviceReport {
     ComputeCapability compute;
     DeviceCapabilities capabilities;  // rows the writer did not know read false (see RankRecord::reported)
     std::optional<DeviceFingerprint> fingerprint;  // nullopt: no trials run (not asked for, or a version-1 writer)
+    // Which physical device (device_identity.hpp): ranks agree on a GPU by
+    // these, whatever their CUDA_VISIBLE_DEVICES. nullopt: not reported (the
+    // query failed, or a writer older than version 3).
+    std::optional<DeviceUuid> uuid;
+    std::optional<PciBusId> pci_bus_id;
 };
 
 struct RankRecord {
