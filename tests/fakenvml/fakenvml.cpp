@@ -14,6 +14,9 @@
 //
 // The `old` variant is an NVML from before 550: no nvmlDeviceGetGpuFabricInfoV.
 // Not modelled: MIG, every other NVML entry, nvmlShutdown (cudyn never calls it).
+// Its NVML types and values are cudyn's own declarations (src/nvml/nvml_api.hpp).
+#include "nvml/nvml_api.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,30 +31,16 @@
 
 namespace {
 
-// nvmlReturn_t values and the v2 fabric struct, as NVML defines them.
-constexpr int kSuccess = 0;
-constexpr int kUninitialized = 1;
-constexpr int kInvalidArgument = 2;
-constexpr int kNotSupported = 3;
-constexpr int kNotFound = 6;
+// NVML's values and the v2 fabric struct: cudyn's declarations, which its
+// build checks against nvml.h where one is found.
+using namespace cudyn::nvml;
 constexpr int kInsufficientSize = 7;
 constexpr int kUnknown = 999;
-constexpr int kArgumentVersionMismatch = 25;
-
-struct FabricInfoV2 {
-    unsigned int version;
-    unsigned char clusterUuid[16];
-    int status;
-    unsigned int cliqueId;
-    unsigned char state;
-    unsigned int healthMask;
-};
-constexpr unsigned int kFabricInfoV2 = static_cast<unsigned int>(sizeof(FabricInfoV2)) | (2u << 24);
-constexpr unsigned int kMaxLinks = 18;
+using FabricInfoV2 = GpuFabricInfoV2;
+constexpr unsigned int kFabricInfoV2 = kFabricInfoV2Version;
+constexpr unsigned int kMaxLinks = kMaxNvLinks;
 
 // A device handle is the ordinal + 1 (never null).
-struct nvmlDevice_st;
-using Device = nvmlDevice_st*;
 
 bool initialized = false;
 
@@ -96,19 +85,19 @@ FAKENVML_API int nvmlInit_v2() {
 FAKENVML_API const char* nvmlErrorString(int result) {
     switch (result) {
         case kSuccess: return "Success";
-        case kUninitialized: return "Uninitialized";
-        case kInvalidArgument: return "Invalid Argument";
-        case kNotSupported: return "Not Supported";
-        case kNotFound: return "Not Found";
+        case kErrorUninitialized: return "Uninitialized";
+        case kErrorInvalidArgument: return "Invalid Argument";
+        case kErrorNotSupported: return "Not Supported";
+        case kErrorNotFound: return "Not Found";
         case kInsufficientSize: return "Insufficient Size";
-        case kArgumentVersionMismatch: return "Argument version mismatch";
+        case kErrorArgumentVersionMismatch: return "Argument version mismatch";
         default: return "Unknown Error";
     }
 }
 
 FAKENVML_API int nvmlSystemGetDriverVersion(char* version, unsigned int length) {
-    if (!initialized) return kUninitialized;
-    if (version == nullptr) return kInvalidArgument;
+    if (!initialized) return kErrorUninitialized;
+    if (version == nullptr) return kErrorInvalidArgument;
     const std::string text = env("FAKENVML_DRIVER_VERSION", "580.65.06");
     if (length < text.size() + 1) return kInsufficientSize;
     std::memcpy(version, text.c_str(), text.size() + 1);
@@ -116,15 +105,15 @@ FAKENVML_API int nvmlSystemGetDriverVersion(char* version, unsigned int length) 
 }
 
 FAKENVML_API int nvmlSystemGetCudaDriverVersion_v2(int* version) {
-    if (!initialized) return kUninitialized;
-    if (version == nullptr) return kInvalidArgument;
+    if (!initialized) return kErrorUninitialized;
+    if (version == nullptr) return kErrorInvalidArgument;
     *version = 13000;
     return kSuccess;
 }
 
 FAKENVML_API int nvmlDeviceGetHandleByUUID(const char* uuid, Device* device) {
-    if (!initialized) return kUninitialized;
-    if (uuid == nullptr || device == nullptr) return kInvalidArgument;
+    if (!initialized) return kErrorUninitialized;
+    if (uuid == nullptr || device == nullptr) return kErrorInvalidArgument;
     for (int d = 0; d < device_count(); ++d) {
         char expected[64];
         std::snprintf(expected, sizeof expected, "GPU-6366616b-6500-4000-8000-0000000000%02x", d);
@@ -133,23 +122,23 @@ FAKENVML_API int nvmlDeviceGetHandleByUUID(const char* uuid, Device* device) {
             return kSuccess;
         }
     }
-    return kNotFound;
+    return kErrorNotFound;
 }
 
 FAKENVML_API int nvmlDeviceGetNvLinkState(Device device, unsigned int link, int* active) {
-    if (!initialized) return kUninitialized;
-    if (!valid(device) || active == nullptr || link >= kMaxLinks) return kInvalidArgument;
+    if (!initialized) return kErrorUninitialized;
+    if (!valid(device) || active == nullptr || link >= kMaxLinks) return kErrorInvalidArgument;
     const long links = std::atol(env("FAKENVML_NVLINKS", "18").c_str());
-    if (static_cast<long>(link) >= links) return kNotSupported;
+    if (static_cast<long>(link) >= links) return kErrorNotSupported;
     *active = listed(env("FAKENVML_NVLINK_DOWN", ""), ordinal(device), static_cast<long>(link)) >= 0 ? 0 : 1;
     return kSuccess;
 }
 
 #if !defined(FAKENVML_OLD)
 FAKENVML_API int nvmlDeviceGetGpuFabricInfoV(Device device, FabricInfoV2* info) {
-    if (!initialized) return kUninitialized;
-    if (!valid(device) || info == nullptr) return kInvalidArgument;
-    if (info->version != kFabricInfoV2) return kArgumentVersionMismatch;
+    if (!initialized) return kErrorUninitialized;
+    if (!valid(device) || info == nullptr) return kErrorInvalidArgument;
+    if (info->version != kFabricInfoV2) return kErrorArgumentVersionMismatch;
     const std::string fabric = env("FAKENVML_FABRIC", "healthy");
     // Every condition of the health mask reported "does not hold" (2 in each two-bit field).
     unsigned int mask = 0xAA;
