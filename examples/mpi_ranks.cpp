@@ -13,7 +13,7 @@
 // and receives the descriptors of the ranks on its host
 // (cudyn::mpi::exchange_descriptors); ranks elsewhere are reported as on
 // another host. It opens each, reads it back and checks the peer's pattern.
-// One line per rank, printed by rank 0 in rank order. Exit status 1 on a
+// One line per rank (with its GPU's UUID), printed by rank 0 in rank order. Exit status 1 on a
 // mismatch or an error (an open that failed included), 0 otherwise, also on
 // a rank without a driver or legacy IPC (it says so and shares nothing).
 #include "example_support.hpp"
@@ -160,8 +160,13 @@ int main(int argc, char** argv) {
     auto peers = cudyn::mpi::exchange_descriptors(MPI_COMM_WORLD, *survey, exported);
 
     bool failed = false;
+    // The GPU by its UUID too: ordinals differ between ranks with different
+    // CUDA_VISIBLE_DEVICES, the UUID does not.
+    std::string gpu;
+    for (const cudyn::mpi::DeviceReport& device : mine.devices)
+        if (device.ordinal == ordinal && device.uuid) gpu = " (" + device.uuid->to_string() + ")";
     std::string line = "rank " + std::to_string(rank) + " on " + mine.host.host_name + ", device " +
-                       std::to_string(ordinal) + ": ";
+                       std::to_string(ordinal) + gpu + ": ";
     if (exported) {
         line += "shared " + std::to_string(kWords * sizeof(std::uint32_t)) + " bytes";
     } else {
