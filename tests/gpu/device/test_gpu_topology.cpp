@@ -12,6 +12,7 @@
 #include "cudyn/nvml/nvlink.hpp"
 #include "cudyn/nvml/nvml_library.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -119,18 +120,17 @@ TEST_CASE("the topology matches nvidia-smi's peer matrix", "[gpu][multi-gpu]") {
         WARN("CUDYN_TEST_NVIDIA_SMI unset: not compared with nvidia-smi topo -p2p r");
         return;
     }
-    // "nvidia-smi topo -p2p r": a header row of GPU names, then one row per
-    // GPU: its name and one cell per column (X, OK, NS, CNS, ...).
-    std::vector<std::vector<std::string>> matrix;
+    // "nvidia-smi topo -p2p r": a header row of GPU names (GPU0 GPU1 ...),
+    // then one row per GPU: its name and one cell per column (X, OK, NS,
+    // CNS, ...); the legend below starts with other words.
+    std::map<int, std::vector<std::string>> matrix;
     std::istringstream lines(nvidia_smi("topo -p2p r"));
     for (std::string line; std::getline(lines, line);) {
-        std::istringstream cells(line);
-        std::string name;
-        cells >> name;
-        if (name.rfind("GPU", 0) != 0 || line.find_first_not_of(" \t") != 0) continue;
-        std::vector<std::string> row;
-        for (std::string cell; cells >> cell;) row.push_back(cell);
-        matrix.push_back(row);
+        std::istringstream words(line);
+        std::vector<std::string> cells;
+        for (std::string cell; words >> cell;) cells.push_back(cell);
+        if (cells.size() < 2 || cells[0].rfind("GPU", 0) != 0 || cells[1].rfind("GPU", 0) == 0) continue;
+        matrix[std::atoi(cells[0].c_str() + 3)] = std::vector<std::string>(cells.begin() + 1, cells.end());
     }
     std::printf("%s", nvidia_smi("topo -m").c_str());
     for (const cudyn::PeerLink& link : topology.links) {
@@ -138,12 +138,13 @@ TEST_CASE("the topology matches nvidia-smi's peer matrix", "[gpu][multi-gpu]") {
         const std::string to = take(devices[static_cast<std::size_t>(link.to)].uuid()).to_string();
         REQUIRE(smi.count(from) == 1);
         REQUIRE(smi.count(to) == 1);
-        const auto row = static_cast<std::size_t>(smi.at(from));
+        const int row = smi.at(from);
         const auto column = static_cast<std::size_t>(smi.at(to));
-        REQUIRE(row < matrix.size());
-        REQUIRE(column < matrix[row].size());
-        INFO("GPU" << link.from << " -> GPU" << link.to << ": nvidia-smi says " << matrix[row][column]);
-        CHECK(link.can_access_peer == (matrix[row][column] == "OK"));
+        REQUIRE(matrix.count(row) == 1);
+        REQUIRE(column < matrix.at(row).size());
+        const std::string& cell = matrix.at(row)[column];
+        INFO("GPU" << link.from << " -> GPU" << link.to << ": nvidia-smi says " << cell);
+        CHECK(link.can_access_peer == (cell == "OK"));
     }
 }
 
@@ -165,7 +166,8 @@ TEST_CASE("NVML: fabric and NVLink states answer for every device, as nvidia-smi
         std::printf("device %d: %zu of %zu NVLinks active\n", device.ordinal(), active, links->size());
         auto fabric = cudyn::gpu_fabric(uuid);
         if (!fabric) {
-            // Only a missing NVML entry (older than 550) may stop the query.
+            // Only NotSupported may stop the query: an NVML older than 550, or
+            // a GPU NVML says has no fabric at all.
             CHECK(fabric.error().code == cudyn::ErrorCode::NotSupported);
             WARN(fabric.error().describe());
             continue;
