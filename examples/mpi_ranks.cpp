@@ -7,7 +7,8 @@
 // Every rank reports its driver and devices (cudyn::mpi::survey_ranks), the
 // capability trials included; rank 0 prints what all of them share (one line
 // of the trials that worked everywhere, with the lowest PTX ISA) and which
-// ranks lack what. Each rank then fills a buffer with a pattern of its own on
+// ranks lack what, and the NVLink fabric domains with the pairs of ranks that
+// could pass fabric handles. Each rank then fills a buffer with a pattern of its own on
 // device 0 (--spread: the ranks of a host take its visible devices in turn),
 // exports it as a legacy IPC handle,
 // and receives the descriptors of the ranks on its host
@@ -23,6 +24,7 @@
 #include "cudyn/loader/load_report.hpp"
 #include "cudyn/share/imported_ipc_memory.hpp"
 #include <cudyn/mpi/descriptor_exchange.hpp>
+#include <cudyn/mpi/fabric_domains.hpp>
 #include <cudyn/mpi/ranks.hpp>
 
 #include <mpi.h>
@@ -74,6 +76,17 @@ void print_agreement(const cudyn::mpi::RankSurvey& survey) {
     for (std::size_t host = 0; host < survey.hosts.hosts.size(); ++host)
         std::printf("  host %zu, %s: ranks %s\n", host, survey.hosts.hosts[host].describe().c_str(),
                     join(survey.hosts.ranks_of_host[host]).c_str());
+    // NVLink fabric domains (from NVML, where the ranks have it): fabric
+    // handles reach across hosts, inside one domain.
+    const cudyn::mpi::FabricDomains fabric = cudyn::mpi::group_by_fabric_domain(survey.records);
+    for (std::size_t d = 0; d < fabric.domains.size(); ++d)
+        std::printf("  NVLink domain %zu, cluster %s clique %u: ranks %s\n", d,
+                    fabric.domains[d].cluster_uuid.to_string().c_str() + 4, fabric.domains[d].clique_id,
+                    join(fabric.domains[d].ranks).c_str());
+    std::string pairs;
+    for (const auto& [a, b] : fabric.fabric_pairs)
+        pairs += (pairs.empty() ? "" : " ") + std::to_string(a) + "-" + std::to_string(b);
+    std::printf("  fabric handles could pass between ranks: %s\n", pairs.empty() ? "(none)" : pairs.c_str());
 }
 
 // Rank 0 prints every rank's line, in rank order (mpirun would interleave them).

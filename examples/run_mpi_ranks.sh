@@ -10,7 +10,9 @@
 # --two-hosts makes one machine look like two: each rank runs in a UTS
 # namespace of its own (unshare -u) named cudyn-host-<rank / 2>, so ranks 0-1
 # and 2-3 are different hosts to cudyn (same boot id, different host name),
-# and the run must say so: 2 hosts, every rank with peers on the other one.
+# and the run must say so: 2 hosts, every rank with peers on the other one
+# (and, given CUDYN_NVML_PATH and FAKECUDA_IMEX=1, every pair of ranks able to
+# pass fabric handles, across the hosts).
 # It needs Open MPI (OMPI_COMM_WORLD_RANK) and the right to unshare (root
 # outside a locked-down container); without them it exits 77 (skipped).
 set -u
@@ -56,9 +58,16 @@ status=$?
 cat "$output"
 hosts_seen=$(grep -c "ranks on 2 host(s)" "$output")
 alone=$(grep -c "on other hosts: none" "$output")
+fabric_pairs=$(grep -c "fabric handles could pass between ranks: 0-1 0-2 0-3 1-2 1-3 2-3" "$output")
 rm -f "$output"
 if [ "$status" -ne 0 ]; then exit "$status"; fi
 if [ "$hosts_seen" -ne 1 ] || [ "$alone" -ne 0 ]; then
     echo "expected 2 hosts and every rank with peers on the other one" >&2
+    exit 1
+fi
+# With an NVML naming one fabric domain and an IMEX channel, every pair of
+# ranks, across the hosts too, could pass fabric handles.
+if [ -n "${CUDYN_NVML_PATH:-}" ] && [ "${FAKECUDA_IMEX:-0}" = 1 ] && [ "$fabric_pairs" -ne 1 ]; then
+    echo "expected every pair of ranks to reach each other through fabric handles" >&2
     exit 1
 fi

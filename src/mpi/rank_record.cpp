@@ -24,10 +24,12 @@
 //   device entries, each of the stated size
 //     u32 ordinal   u32 compute capability major   u32 minor   u32 reserved
 //     u64 capability bits: bit i = "yes" for row i of the table above
-//     from version 3 (entry size 64):
-//     u32 identity flags: bit 0 the UUID is reported, bit 1 the PCI bus id
+//     from version 3 (entry size 80):
+//     u32 identity flags: bit 0 the UUID is reported, bit 1 the PCI bus id,
+//         bit 2 the fabric domain, bit 3 that fabric is healthy
 //     u8[16] UUID (cuDeviceGetUuid's bytes)
-//     u32 PCI domain   u32 bus   u32 device   u32 function   u32 reserved
+//     u32 PCI domain   u32 bus   u32 device   u32 function
+//     u8[16] fabric cluster UUID               u32 fabric clique id   u32 reserved
 //   fingerprint part (from version 2; a version-1 record ends before it)
 //     u32 part size in bytes, this field included
 //     u16 trial names                          u16 fingerprint entry size (version 2: 12 + trial names)
@@ -56,6 +58,8 @@
 #include "cudyn/mpi/rank_record.hpp"
 
 #include "cudyn/loader/loader.hpp"
+#include "cudyn/nvml/gpu_fabric.hpp"
+#include "cudyn/nvml/nvml_library.hpp"
 
 #include "wire_values.hpp"
 
@@ -76,8 +80,8 @@ constexpr std::size_t kHeaderSize = cudyn::detail::kWireHeaderSize;
 constexpr std::size_t kRankPartSize = 112;
 constexpr std::size_t kDeviceEntrySize = 24;
 // Version 3's device entry: version 1's, then the identity fields.
-constexpr std::size_t kDeviceEntryWithIdentity = 64;
-constexpr std::uint32_t kUuidReported = 1, kBusIdReported = 2;
+constexpr std::size_t kDeviceEntryWithIdentity = 80;
+constexpr std::uint32_t kUuidReported = 1, kBusIdReported = 2, kFabricReported = 4, kFabricHealthy = 8;
 constexpr std::size_t kMaxCapabilityRows = 64;  // bits of a device entry's capability word
 static_assert(device_capability_count <= kMaxCapabilityRows, "device_capabilities.def outgrew the record's u64");
 
@@ -269,13 +273,17 @@ std::vector<std::uint8_t> RankRecord::to_bytes() const {
         out.u32(static_cast<std::uint32_t>(device.compute.minor));
         out.reserved(4);
         out.u64(bits);
-        out.u32((device.uuid ? kUuidReported : 0u) | (device.pci_bus_id ? kBusIdReported : 0u));
-        out.fixed(FixedBytes<16>{device.uuid ? device.uuid->bytes : std::array<std::uint8_t, 16>{}});
+        const FabricDomain fabric = device.fabric.value_or(FabricDomain{});
+        out.u32((device.uuid ? kUuidReported : 0u) | (device.pci_bus_id ? kBusIdReported : 0u) |
+                (device.fabric ? kFabricReported : 0u) | (fabric.healthy ? kFabricHealthy : 0u));
+        out.fixed(FixedBytes<16>{device.uuid.value_or(DeviceUuid{}).bytes});
         const PciBusId bus = device.pci_bus_id.value_or(PciBusId{});
         out.u32(bus.domain);
         out.u32(bus.bus);
         out.u32(bus.device);
         out.u32(bus.function);
+        out.fixed(FixedBytes<16>{fabric.cluster_uuid.bytes});
+        out.u32(fabric.clique_id);
         out.reserved(4);
     }
     std::copy(fingerprints.begin(), fingerprints.end(), bytes.end() - static_cast<std::ptrdiff_t>(fingerprints.size()));
@@ -378,8 +386,8 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
         in.u32(minor);
         in.reserved(4);
         in.u64(bits);
-        std::uint32_t identity = 0;
-        FixedBytes<16> uuid;
+        std::uint32_t identity = 0, clique = 0;
+        FixedBytes<16> uuid, cluster;
         PciBusId bus;
         if (entry_size >= kDeviceEntryWithIdentity) {
             in.u32(identity);
@@ -388,6 +396,8 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
             in.u32(bus.bus);
             in.u32(bus.device);
             in.u32(bus.function);
+            in.fixed(cluster);
+            in.u32(clique);
             in.reserved(4);
         }
         in.reserved(entry_size - (entry_size >= kDeviceEntryWithIdentity ? kDeviceEntryWithIdentity
@@ -403,6 +413,8 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
                 device.capabilities.*device_capability_list[i].field = ((bits >> column_of[i]) & 1) != 0;
         if (identity & kUuidReported) device.uuid = DeviceUuid{uuid.value};
         if (identity & kBusIdReported) device.pci_bus_id = bus;
+        if (identity & kFabricReported)
+            device.fabric = FabricDomain{DeviceUuid{cluster.value}, clique, (identity & kFabricHealthy) != 0};
         record.devices.push_back(device);
     }
     // Version 1 ends here (bytes past `needed` are a later part, skipped);
@@ -457,11 +469,16 @@ RankRecord probe_this_rank(const RankProbeOptions& options) {
             stop(compute.error());
             break;
         }
-        DeviceReport report{ordinal, *compute, *capabilities, std::nullopt, std::nullopt, std::nullopt};
+        DeviceReport report{ordinal, *compute, *capabilities, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
         // Identity is for the reader's logs and grouping: a failed query
         // leaves it unreported and the probe goes on.
         if (auto uuid = device->uuid()) report.uuid = *uuid;
         if (auto bus = device->pci_bus_id()) report.pci_bus_id = *bus;
+        if (report.uuid && nvml_report().state == NvmlState::Loaded) {
+            auto fabric = gpu_fabric(*report.uuid);
+            if (fabric && fabric->state == FabricState::Completed)
+                report.fabric = FabricDomain{fabric->cluster_uuid, fabric->clique_id, fabric->healthy()};
+        }
         if (options.trials) {
             // A failed fingerprint is this device's answer, not the rank's:
             // its capabilities were read, and the collective must go on.

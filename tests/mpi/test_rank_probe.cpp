@@ -13,6 +13,7 @@
 #include "cudyn/loader/loader.hpp"
 #include "cudyn/mpi/capability_agreement.hpp"
 #include "cudyn/mpi/rank_record.hpp"
+#include "cudyn/nvml/nvml_library.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -63,6 +64,22 @@ TEST_CASE("probe_this_rank: one device without a capability keeps the rank out o
     const auto only_device_0 = cudyn::mpi::probe_this_rank({{0}});
     REQUIRE(only_device_0.devices.size() == 1);
     CHECK(cudyn::mpi::agree_on_capabilities({only_device_0}).common.fabric_handles);
+}
+
+TEST_CASE("probe_this_rank: each device's fabric domain, where NVML reports one", "[emulated][mpi-probe]") {
+    const cudyn::mpi::RankRecord record = cudyn::mpi::probe_this_rank();
+    REQUIRE(record.devices.size() == 2);
+    if (cudyn::nvml_report().state != cudyn::NvmlState::Loaded) {
+        // No NVML (the fake NVML is Linux's): no domain, and the probe still completes.
+        CHECK_FALSE(record.devices[0].fabric.has_value());
+        CHECK_FALSE(record.probe_failure.has_value());
+        return;
+    }
+    // The fake NVML's healthy fabric: one cluster, clique 1.
+    REQUIRE(record.devices[0].fabric.has_value());
+    CHECK(record.devices[0].fabric->healthy);
+    CHECK(record.devices[0].fabric->clique_id == 1);
+    CHECK(record.devices[1].fabric->cluster_uuid == record.devices[0].fabric->cluster_uuid);
 }
 
 TEST_CASE("probe_this_rank: an ordinal past the visible devices stops the probe there", "[emulated][mpi-probe]") {

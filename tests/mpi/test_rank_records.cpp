@@ -8,6 +8,7 @@
 
 #include "cudyn/share/ipc_memory.hpp"
 #include "cudyn/mpi/capability_agreement.hpp"
+#include "cudyn/mpi/fabric_domains.hpp"
 #include "cudyn/mpi/host_identity.hpp"
 #include "cudyn/mpi/peer_descriptor.hpp"
 #include "cudyn/mpi/rank_record.hpp"
@@ -139,8 +140,8 @@ void check_malformed(const std::vector<std::uint8_t>& bytes, const std::string& 
 }  // namespace
 
 TEST_CASE("rank record: a round trip keeps every field", "[unit][mpi-records]") {
-    RankRecord record = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({&cudyn::DeviceCapabilities::win32_handles}), std::nullopt, std::nullopt, std::nullopt},
-                                            DeviceReport{2, {8, 6}, all_but({}), std::nullopt, std::nullopt, std::nullopt}});
+    RankRecord record = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({&cudyn::DeviceCapabilities::win32_handles}), std::nullopt, std::nullopt, std::nullopt, std::nullopt},
+                                            DeviceReport{2, {8, 6}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}});
     record.visible_devices = 3;
     record.probe_failure = cudyn::mpi::ProbeFailure{ErrorCode::OutOfMemory, CUDA_ERROR_OUT_OF_MEMORY};
     record.host.boot_id = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
@@ -154,7 +155,7 @@ TEST_CASE("rank record: a round trip keeps every field", "[unit][mpi-records]") 
     const auto bytes = record.to_bytes();
     std::size_t names = 0;
     for (const auto& trial : cudyn::capability_trial_list) names += 1 + std::strlen(trial.name);
-    CHECK(bytes.size() == 16 + 112 + cudyn::device_capability_count * 4 + 2 * 64 + 8 + names +
+    CHECK(bytes.size() == 16 + 112 + cudyn::device_capability_count * 4 + 2 * 80 + 8 + names +
                               2 * (12 + cudyn::capability_trial_count));
     auto back = parse(bytes);
     REQUIRE(back.has_value());
@@ -310,7 +311,7 @@ TEST_CASE("rank record: a newer writer's extra fields, unknown attributes and pa
 }
 
 TEST_CASE("rank record: malformed bytes are InvalidArgument naming what is wrong", "[unit][mpi-records]") {
-    const std::vector<std::uint8_t> good = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}}).to_bytes();
+    const std::vector<std::uint8_t> good = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}}).to_bytes();
     REQUIRE(parse(good).has_value());
 
     CHECK(RankRecord::from_bytes(nullptr, 16).error().message == "rank record: null data");
@@ -400,12 +401,12 @@ TEST_CASE("rank record: a CUresult or ErrorCode from a newer peer does not leave
 TEST_CASE("capability agreement: AND of flags, lowest versions, and who lacks what", "[unit][mpi-records]") {
     using Caps = cudyn::DeviceCapabilities;
     std::vector<RankRecord> records;
-    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}, DeviceReport{1, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}}));
-    records.push_back(loaded_rank(12080, {DeviceReport{0, {8, 0}, all_but({&Caps::fabric_handles}), std::nullopt, std::nullopt, std::nullopt}}));
+    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}, DeviceReport{1, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}}));
+    records.push_back(loaded_rank(12080, {DeviceReport{0, {8, 0}, all_but({&Caps::fabric_handles}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}}));
     RankRecord no_driver;  // not_found: no devices
     no_driver.host.host_name = "login";
     records.push_back(no_driver);
-    RankRecord older = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt}});
+    RankRecord older = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}});
     older.version = 1;
     older.reported.memory_pools = false;  // its cudyn did not know the row
     older.devices[0].capabilities.memory_pools = false;
@@ -444,8 +445,8 @@ TEST_CASE("capability agreement: ranks that all agree; the lowest compute capabi
     using Caps = cudyn::DeviceCapabilities;
     const auto without_win32 = all_but({&Caps::win32_handles, &Caps::win32_kmt_handles});
     std::vector<RankRecord> records = {
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, without_win32, std::nullopt, std::nullopt, std::nullopt}}),
-        loaded_rank(12040, {DeviceReport{0, {8, 9}, all_but({}), std::nullopt, std::nullopt, std::nullopt}, DeviceReport{1, {10, 0}, without_win32, std::nullopt, std::nullopt, std::nullopt}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, without_win32, std::nullopt, std::nullopt, std::nullopt, std::nullopt}}),
+        loaded_rank(12040, {DeviceReport{0, {8, 9}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}, DeviceReport{1, {10, 0}, without_win32, std::nullopt, std::nullopt, std::nullopt, std::nullopt}}),
     };
     const CapabilityAgreement agreement = cudyn::mpi::agree_on_capabilities(records);
     CHECK(agreement.min_driver_version == 12040);
@@ -481,9 +482,9 @@ TEST_CASE("capability agreement: trials that work everywhere, who they failed on
     const cudyn::DeviceCapabilities caps = all_but({});
 
     std::vector<RankRecord> records = {
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works, std::nullopt, std::nullopt}, DeviceReport{1, {9, 0}, caps, no_fabric, std::nullopt, std::nullopt}}),
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, timed_out, std::nullopt, std::nullopt}}),
-        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, older_cudyn, std::nullopt, std::nullopt}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works, std::nullopt, std::nullopt, std::nullopt}, DeviceReport{1, {9, 0}, caps, no_fabric, std::nullopt, std::nullopt, std::nullopt}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, timed_out, std::nullopt, std::nullopt, std::nullopt}}),
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, older_cudyn, std::nullopt, std::nullopt, std::nullopt}}),
     };
     CapabilityAgreement agreement = cudyn::mpi::agree_on_capabilities(records);
     CHECK(agreement.min_ptx_isa == 87);
@@ -517,7 +518,7 @@ TEST_CASE("capability agreement: trials that work everywhere, who they failed on
     records[2].version = 1;
     auto failed = all_trials(TrialOutcome::Skipped, 0);
     failed.failure = cudyn::mpi::ProbeFailure{ErrorCode::Driver, CUDA_ERROR_LAUNCH_FAILED};
-    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, failed, std::nullopt, std::nullopt}}));
+    records.push_back(loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, failed, std::nullopt, std::nullopt, std::nullopt}}));
     records.push_back(loaded_rank(13000, {}));
     agreement = cudyn::mpi::agree_on_capabilities(records);
     CHECK(agreement.common_trials.empty());
@@ -532,7 +533,7 @@ TEST_CASE("capability agreement: trials that work everywhere, who they failed on
     CHECK(vmm->failed[1].rank == 4);
 
     // Everywhere: every trial common, the PTX ISA of the one device.
-    const auto alone = cudyn::mpi::agree_on_capabilities({loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works, std::nullopt, std::nullopt}})});
+    const auto alone = cudyn::mpi::agree_on_capabilities({loaded_rank(13000, {DeviceReport{0, {9, 0}, caps, works, std::nullopt, std::nullopt, std::nullopt}})});
     CHECK(alone.common_trials.size() == cudyn::capability_trial_count);
     CHECK(alone.trial_shortfalls.empty());
     CHECK(alone.min_ptx_isa == 90);
@@ -668,4 +669,52 @@ TEST_CASE("parse_peer: a peer's bytes as a descriptor kind, Malformed naming the
     CHECK(kept.status == PeerStatus::DifferentHost);
     CHECK(kept.descriptor.error().message == "elsewhere");
     CHECK(std::string(cudyn::mpi::to_string(PeerStatus::DifferentHost)) == "different_host");
+}
+
+TEST_CASE("fabric domains: two NVLink domains across three hosts, and who can share through fabric handles",
+          "[unit][mpi-records]") {
+    const auto cluster_a = *cudyn::DeviceUuid::parse("GPU-aaaaaaaa-0000-4000-8000-000000000001");
+    const auto cluster_b = *cudyn::DeviceUuid::parse("GPU-bbbbbbbb-0000-4000-8000-000000000002");
+    const auto rank_on = [&](const cudyn::DeviceUuid& cluster, unsigned clique, bool healthy,
+                             cudyn::TrialOutcome fabric_export, const char* host) {
+        RankRecord record = loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), all_trials(cudyn::TrialOutcome::Works, 90),
+                                                             std::nullopt, std::nullopt,
+                                                             cudyn::mpi::FabricDomain{cluster, clique, healthy}}});
+        record.devices[0].fingerprint->trials[trial_index("fabric_export")] = fabric_export;
+        record.host.host_name = host;
+        return record;
+    };
+    using cudyn::TrialOutcome;
+    std::vector<RankRecord> records = {
+        rank_on(cluster_a, 1, true, TrialOutcome::Works, "node-a"),    // rank 0
+        rank_on(cluster_b, 1, true, TrialOutcome::Works, "node-b"),    // rank 1
+        rank_on(cluster_a, 1, true, TrialOutcome::Works, "node-c"),    // rank 2: rank 0's domain, another host
+        rank_on(cluster_a, 2, true, TrialOutcome::Works, "node-c"),    // rank 3: same cluster, other clique
+        rank_on(cluster_a, 1, false, TrialOutcome::Works, "node-d"),   // rank 4: unhealthy
+        rank_on(cluster_a, 1, true, TrialOutcome::Refused, "node-d"),  // rank 5: no IMEX channel
+        loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}}),
+    };
+    // Through the bytes, as the survey sees them.
+    for (RankRecord& record : records) {
+        const auto bytes = record.to_bytes();
+        record = *parse(bytes);
+    }
+    REQUIRE(records[0].devices[0].fabric.has_value());
+    CHECK(records[0].devices[0].fabric->cluster_uuid == cluster_a);
+    CHECK(records[4].devices[0].fabric->healthy == false);
+    CHECK_FALSE(records[6].devices[0].fabric.has_value());
+
+    const cudyn::mpi::FabricDomains groups = cudyn::mpi::group_by_fabric_domain(records);
+    REQUIRE(groups.domains.size() == 3);
+    CHECK(groups.domains[0].ranks == std::vector<int>{0, 2, 4, 5});
+    CHECK(groups.domains[1].cluster_uuid == cluster_b);
+    CHECK(groups.domains[1].ranks == std::vector<int>{1});
+    CHECK(groups.domains[2].clique_id == 2);
+    CHECK(groups.domain_of_rank == std::vector<int>{0, 1, 0, 2, 0, 0, -1});
+    CHECK(groups.same_domain(0, 2));
+    CHECK_FALSE(groups.same_domain(0, 3));
+    CHECK_FALSE(groups.same_domain(6, 6));
+    CHECK_FALSE(groups.same_domain(0, 7));
+    // Only 0 and 2: across hosts; 4 is unhealthy, 5 cannot export.
+    CHECK(groups.fabric_pairs == std::vector<std::pair<int, int>>{{0, 2}});
 }

@@ -53,6 +53,15 @@ struct DeviceFingerprint {
     std::optional<TrialOutcome> outcome(const char* trial) const noexcept;
 };
 
+// The NVLink fabric domain a device registered in (gpu_fabric.hpp): GPUs
+// share memory through fabric handles only inside one domain, the same
+// cluster UUID and clique, even across hosts.
+struct FabricDomain {
+    DeviceUuid cluster_uuid;
+    unsigned int clique_id = 0;
+    bool healthy = false;  // GpuFabric::healthy()
+};
+
 struct DeviceReport {
     int ordinal = 0;
     ComputeCapability compute;
@@ -63,6 +72,9 @@ struct DeviceReport {
     // query failed, or a writer older than version 3).
     std::optional<DeviceUuid> uuid;
     std::optional<PciBusId> pci_bus_id;
+    // nullopt: no completed fabric registration reported (no NVML, no
+    // fabric, or a writer older than version 3).
+    std::optional<FabricDomain> fabric;
 };
 
 struct RankRecord {
