@@ -172,7 +172,7 @@ Result<Device> Device::by_pci_bus_id(std::string_view bus_id) {
     auto found = call_driver(&DriverTable::cuDeviceGetByPCIBusId_v4010, &handle, canonical.c_str());
     if (!found) {
         const CUresult refused = found.error().driver_result;
-        if (refused == CUDA_ERROR_INVALID_DEVICE || refused == CUDA_ERROR_INVALID_VALUE)
+        if (refused == CUDA_ERROR_INVALID_DEVICE || refused == CUDA_ERROR_INVALID_VALUE || refused == CUDA_ERROR_NOT_FOUND)
             return kByBusId.invalid("no visible device at PCI bus id " + canonical);
         return found.error();
     }

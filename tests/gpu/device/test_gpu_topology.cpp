@@ -86,6 +86,17 @@ TEST_CASE("every device's UUID and PCI bus id find it again, and nvidia-smi name
         CHECK(take(cudyn::DeviceUuid::parse(uuid.to_string())) == uuid);
         std::printf("device %d: %s, PCI %s\n", device.ordinal(), uuid.to_string().c_str(), bus.to_string().c_str());
     }
+    // No such device: the driver's answer to a bus id nobody has, as cudyn words it.
+    auto nowhere = cudyn::Device::by_pci_bus_id("0000:FF:1F.7");
+    REQUIRE_FALSE(nowhere.has_value());
+    CHECK(nowhere.error().code == cudyn::ErrorCode::InvalidArgument);
+    CHECK(nowhere.error().message.find("0000:FF:1F.7") != std::string::npos);
+    cudyn::DeviceUuid unknown;
+    unknown.bytes.fill(0x5a);
+    auto nobody = cudyn::Device::by_uuid(unknown);
+    REQUIRE_FALSE(nobody.has_value());
+    CHECK(nobody.error().code == cudyn::ErrorCode::InvalidArgument);
+
     const auto smi = smi_indices_by_uuid();
     if (smi.empty()) {
         WARN("CUDYN_TEST_NVIDIA_SMI unset: not compared with nvidia-smi -L");
