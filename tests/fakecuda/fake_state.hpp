@@ -289,6 +289,11 @@ struct State {
     // fake invents them: modelled, never seen on a real machine.
     bool imex_channel = false;
     std::array<Device, kMaxDevices> devices{};
+    // Which physical device (its UUID) answers for each ordinal: the
+    // ordinal itself until a checkpoint restore moves the process onto
+    // other devices (fakecuda_checkpoint.cpp), as the real driver keeps the
+    // ordinals and changes the GPU behind them.
+    std::array<int, kMaxDevices> physical = {0, 1, 2, 3, 4, 5, 6, 7};
     int peer[kMaxDevices][kMaxDevices] = {};
     // Peer access enabled from the first context to the second (fakecuda_peer.cpp).
     std::set<std::pair<CUctx_st*, CUctx_st*>> peer_enabled;
@@ -369,6 +374,12 @@ const char* error_string(CUresult rc);
 CUresult error_from_name(const std::string& name, bool* ok);
 
 bool valid_device(const State& st, int dev);
+// The UUID of physical device `physical` (fakecuda_identity.cpp), and the
+// physical device of a UUID (-1: none of this machine's).
+void write_uuid(CUuuid* uuid, int physical);
+int physical_of_uuid(const State& st, const CUuuid& uuid);
+// Serve checkpoint requests about this process (fakecuda_checkpoint.cpp); once, at cuInit.
+void start_checkpoint_service();
 int attribute(const State& st, int dev, CUdevice_attribute a);
 
 // The current context if it is active; nullptr otherwise.

@@ -78,6 +78,7 @@ FAKE_API CUresult CUDAAPI cuInit(unsigned int Flags) {
     if (FAKECUDA_IS_BROKEN) return CUDA_ERROR_NO_DEVICE;
     if (st.device_count == 0) return CUDA_ERROR_NO_DEVICE;
     st.initialized = true;
+    fake::start_checkpoint_service();
     return CUDA_SUCCESS;
 }
 

@@ -11,21 +11,31 @@
 
 using fake::State;
 
-namespace {
-
 // GPU-6366616b-6500-4000-8000-0000000000NN: "cfake" in the first bytes, the
 // version-4 / variant-1 bits of a random UUID, the ordinal in the last byte.
-void write_uuid(CUuuid* uuid, int device) {
-    static const unsigned char kPrefix[15] = {0x63, 0x66, 0x61, 0x6b, 0x65, 0x00, 0x40, 0x00,
-                                              0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
-    std::memcpy(uuid->bytes, kPrefix, sizeof kPrefix);
-    uuid->bytes[15] = static_cast<char>(device);
+namespace {
+const unsigned char kUuidPrefix[15] = {0x63, 0x66, 0x61, 0x6b, 0x65, 0x00, 0x40, 0x00,
+                                       0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+}  // namespace
+
+void fake::write_uuid(CUuuid* uuid, int physical) {
+    std::memcpy(uuid->bytes, kUuidPrefix, sizeof kUuidPrefix);
+    uuid->bytes[15] = static_cast<char>(physical);
 }
+
+int fake::physical_of_uuid(const State& st, const CUuuid& uuid) {
+    const int physical = static_cast<unsigned char>(uuid.bytes[15]);
+    if (std::memcmp(uuid.bytes, kUuidPrefix, sizeof kUuidPrefix) != 0 || physical >= st.device_count) return -1;
+    return physical;
+}
+
+namespace {
 
 CUresult get_uuid(CUuuid* uuid, CUdevice dev) {
     if (!uuid) return CUDA_ERROR_INVALID_VALUE;
     if (!fake::valid_device(fake::state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
-    write_uuid(uuid, dev);
+    const State& st = fake::state();
+    fake::write_uuid(uuid, st.physical[static_cast<std::size_t>(dev)]);
     return CUDA_SUCCESS;
 }
 

@@ -242,6 +242,15 @@ const fake::ProcEntry kEntries[] = {
     {"cuModuleUnload", 2000, fn(&cuModuleUnload), nullptr},
     {"cuModuleGetFunction", 2000, fn(&cuModuleGetFunction), nullptr},
     {"cuLaunchKernel", 4000, fn(&cuLaunchKernel), fn(&cuLaunchKernel_ptsz)},
+#if FAKE_HAS(12080)
+    // checkpoint and restore (fakecuda_checkpoint.cpp)
+    {"cuCheckpointProcessGetState", 12080, fn(&cuCheckpointProcessGetState), nullptr},
+    {"cuCheckpointProcessGetRestoreThreadId", 12080, fn(&cuCheckpointProcessGetRestoreThreadId), nullptr},
+    {"cuCheckpointProcessLock", 12080, fn(&cuCheckpointProcessLock), nullptr},
+    {"cuCheckpointProcessCheckpoint", 12080, fn(&cuCheckpointProcessCheckpoint), nullptr},
+    {"cuCheckpointProcessRestore", 12080, fn(&cuCheckpointProcessRestore), nullptr},
+    {"cuCheckpointProcessUnlock", 12080, fn(&cuCheckpointProcessUnlock), nullptr},
+#endif
 };
 
 }  // namespace
