@@ -4,6 +4,7 @@
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "core/internal.hpp"
+#include "core/process_identity.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -288,6 +289,18 @@ TrialResult trial_ptx_jit(const Device& device, CapabilityFingerprint& fingerpri
         return works();
     }
     return last;
+}
+
+TrialResult trial_checkpoint(const Device&, CapabilityFingerprint&) {
+    // Asking about this process changes nothing; a driver that can
+    // checkpoint processes answers that it is running.
+    CUprocessState state = CU_PROCESS_STATE_FAILED;
+    const int pid = static_cast<int>(detail::this_process().pid);
+    if (auto asked = call_driver(&DriverTable::cuCheckpointProcessGetState_v12080, pid, &state); !asked)
+        return outcome_of(asked.error(), "cuCheckpointProcessGetState");
+    if (state == CU_PROCESS_STATE_RUNNING) return works();
+    return TrialResult{TrialOutcome::Failed, CUDA_SUCCESS,
+                       "this process reads as state " + std::to_string(static_cast<int>(state)) + ", not running", 0};
 }
 
 using TrialFunction = TrialResult (*)(const Device&, CapabilityFingerprint&);

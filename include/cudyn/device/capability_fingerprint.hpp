@@ -38,7 +38,7 @@ struct TrialResult {
 
 struct CapabilityFingerprint {
     // Bumped when a trial is added; fields are only ever added.
-    static constexpr int kVersion = 1;
+    static constexpr int kVersion = 2;
     int device = 0;
 #define CUDYN_CAPABILITY_TRIAL(field, description) TrialResult field;
 #include "cudyn/device/capability_trials.def"

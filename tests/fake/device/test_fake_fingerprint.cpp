@@ -63,6 +63,13 @@ TEST_CASE("a fingerprint reports what each driver generation can do and leaves n
         CHECK(print.newest_ptx_isa == (variant == "cuda11" ? 78 : 90));
     }
     CHECK(print.ptx_jit.outcome == TrialOutcome::Works);
+    // Checkpointing arrived with 12.8: refused, naming the entry, before it.
+    if (variant == "legacy" || variant == "cuda11") {
+        CHECK(print.checkpoint.outcome == TrialOutcome::Refused);
+        CHECK(print.checkpoint.detail.find("cuCheckpointProcessGetState") != std::string::npos);
+    } else {
+        CHECK(print.checkpoint.outcome == TrialOutcome::Works);
+    }
     CHECK(print.vmm_win32.outcome == TrialOutcome::Skipped);  // a Linux build
     for (const cudyn::CapabilityTrialInfo& trial : cudyn::capability_trial_list) {
         INFO(trial.name);
