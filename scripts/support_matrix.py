@@ -237,6 +237,10 @@ ROWS = [
                          and d.has("cuMemcpyPeerAsync", 4000)))),
     ("legacy IPC memory (`ImportedIpcMemory`), IPC events",
      feature(lambda d: "yes" if d.has("cuIpcOpenMemHandle", 11000) else "yes (CUDA 4.1 open ABI)")),
+    ("checkpoint and restore of a process (`ProcessCheckpoint`), onto other GPUs (`RestorePlacement`)",
+     feature(lambda d: NOT_IN_REPORT if d.predates([("cuCheckpointProcessLock", 12080)])
+             else ("NotSupported" if not d.has("cuCheckpointProcessLock", 12080)
+                   else "yes" if d.report["driver_version"] >= 13000 else "in place only"))),
 ]
 
 
