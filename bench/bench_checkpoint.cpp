@@ -1,0 +1,189 @@
+// cudyn-bench — checkpoint and restore of another process: ProcessCheckpoint
+// against the raw cuCheckpointProcess* calls, on a target holding 1 GiB (and
+// 16 GiB) of device memory. Each round locks, checkpoints, restores and
+// unlocks the same target once per side; the sides alternate which goes
+// first. The time of a round is checkpoint + restore (what moves the bytes);
+// lock and unlock are in the extra numbers.
+#include "harness.hpp"
+
+#include "cudyn/checkpoint/process_checkpoint.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/loader/loader.hpp"
+#include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/device/primary_context.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+extern char** environ;
+
+namespace cudyn::bench {
+namespace {
+
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+
+// The target: `gib` GiB on device 0 (memset, so the pages are real), 'r' on
+// stdout, then it waits for its stdin to close.
+int hold(std::size_t gib) {
+    auto device = Device::get(0);
+    if (!device) return 1;
+    auto context = PrimaryContext::activate(*device);
+    auto buffer = DeviceBuffer<unsigned char>::allocate(gib * kGiB);
+    if (!context || !buffer) return kChildSkip;
+    if (!buffer->fill(0x5a)) return 1;
+    if (::write(STDOUT_FILENO, "r", 1) != 1) return 1;
+    char byte = 0;
+    while (::read(STDIN_FILENO, &byte, 1) == 1) {
+    }
+    return 0;
+}
+int hold_1gib() { return hold(1); }
+int hold_16gib() { return hold(16); }
+const ChildRegistrar hold_1gib_child("checkpoint-hold-1gib", hold_1gib);
+const ChildRegistrar hold_16gib_child("checkpoint-hold-16gib", hold_16gib);
+
+// A target process for the case's length; pid 0 when it did not get ready.
+struct Target {
+    pid_t pid = 0;
+    int to_target = -1;
+    explicit Target(const char* child) {
+        int in[2], out[2];
+        if (::pipe(in) != 0) return;
+        if (::pipe(out) != 0) {
+            ::close(in[0]);
+            ::close(in[1]);
+            return;
+        }
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+        posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+        char* argv[] = {const_cast<char*>("/proc/self/exe"), const_cast<char*>("--child"), const_cast<char*>(child),
+                        nullptr};
+        const int failed_spawn = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, environ);
+        posix_spawn_file_actions_destroy(&actions);
+        ::close(in[0]);
+        ::close(out[1]);
+        to_target = in[1];
+        char ready = 0;
+        if (failed_spawn != 0 || ::read(out[0], &ready, 1) != 1 || ready != 'r') {
+            if (failed_spawn == 0) stop();
+            pid = 0;
+        }
+        ::close(out[0]);
+    }
+    void stop() {
+        if (to_target >= 0) ::close(to_target);
+        to_target = -1;
+        if (pid > 0) ::waitpid(pid, nullptr, 0);
+    }
+    ~Target() { stop(); }
+};
+
+struct Steps {
+    double lock = 0, checkpoint = 0, restore = 0, unlock = 0;
+};
+
+Result<Steps> raw_cycle(int pid) {
+    const DriverTable& cu = driver();
+    Steps s;
+    CUcheckpointLockArgs lock_args;
+    std::memset(&lock_args, 0, sizeof lock_args);
+    CUcheckpointCheckpointArgs checkpoint_args;
+    std::memset(&checkpoint_args, 0, sizeof checkpoint_args);
+    CUcheckpointRestoreArgs restore_args;
+    std::memset(&restore_args, 0, sizeof restore_args);
+    CUcheckpointUnlockArgs unlock_args;
+    std::memset(&unlock_args, 0, sizeof unlock_args);
+    auto t = Clock::now();
+    CUresult rc = cu.cuCheckpointProcessLock_v12080(pid, &lock_args);
+    s.lock = elapsed_ms(t, Clock::now());
+    t = Clock::now();
+    if (rc == CUDA_SUCCESS) rc = cu.cuCheckpointProcessCheckpoint_v12080(pid, &checkpoint_args);
+    s.checkpoint = elapsed_ms(t, Clock::now());
+    t = Clock::now();
+    if (rc == CUDA_SUCCESS) rc = cu.cuCheckpointProcessRestore_v12080(pid, &restore_args);
+    s.restore = elapsed_ms(t, Clock::now());
+    t = Clock::now();
+    if (rc == CUDA_SUCCESS) rc = cu.cuCheckpointProcessUnlock_v12080(pid, &unlock_args);
+    s.unlock = elapsed_ms(t, Clock::now());
+    if (rc != CUDA_SUCCESS) return Error::from_driver(rc, "cuCheckpointProcess*");
+    return s;
+}
+
+Result<Steps> cudyn_cycle(int pid) {
+    Steps s;
+    auto t = Clock::now();
+    CUDYN_TRY_ASSIGN(auto owner, ProcessCheckpoint::lock(pid));
+    s.lock = elapsed_ms(t, Clock::now());
+    t = Clock::now();
+    CUDYN_TRY(owner.checkpoint());
+    s.checkpoint = elapsed_ms(t, Clock::now());
+    t = Clock::now();
+    CUDYN_TRY(owner.restore());
+    s.restore = elapsed_ms(t, Clock::now());
+    t = Clock::now();
+    CUDYN_TRY(owner.unlock());
+    s.unlock = elapsed_ms(t, Clock::now());
+    return s;
+}
+
+CaseResult cycle(const Settings& settings, const char* child, std::size_t gib) {
+    if (auto present = process_state(static_cast<int>(::getpid())); !present) return skipped(present.error().describe());
+    Target target(child);
+    if (target.pid <= 0) return skipped("the target could not hold " + std::to_string(gib) + " GiB on device 0");
+    const int pid = static_cast<int>(target.pid);
+    const int rounds = settings.value_or_repetitions(3);
+    CaseResult result;
+    Steps raw_sum, cudyn_sum;
+    for (int round = 0; round < rounds; ++round) {
+        for (int side = 0; side < 2; ++side) {
+            const bool raw_side = (side == 0) == (round % 2 == 0);
+            auto steps = raw_side ? raw_cycle(pid) : cudyn_cycle(pid);
+            if (!steps) return failed(steps.error().describe());
+            (raw_side ? result.raw_samples : result.cudyn_samples).push_back(steps->checkpoint + steps->restore);
+            Steps& sum = raw_side ? raw_sum : cudyn_sum;
+            sum.lock += steps->lock;
+            sum.checkpoint += steps->checkpoint;
+            sum.restore += steps->restore;
+            sum.unlock += steps->unlock;
+        }
+    }
+    result.raw = median(result.raw_samples);
+    result.cudyn = median(result.cudyn_samples);
+    result.operation = "checkpoint+restore of a process holding " + std::to_string(gib) + " GiB";
+    result.unit = "ms";
+    result.iterations = 1;
+    result.samples = rounds;
+    result.statistic = "median";
+    const double n = rounds;
+    result.extra = {{"raw_lock_ms", raw_sum.lock / n},           {"cudyn_lock_ms", cudyn_sum.lock / n},
+                    {"raw_checkpoint_ms", raw_sum.checkpoint / n}, {"cudyn_checkpoint_ms", cudyn_sum.checkpoint / n},
+                    {"raw_restore_ms", raw_sum.restore / n},       {"cudyn_restore_ms", cudyn_sum.restore / n},
+                    {"raw_unlock_ms", raw_sum.unlock / n},         {"cudyn_unlock_ms", cudyn_sum.unlock / n}};
+    result.notes.push_back(format("checkpoint %.2f GB/s, restore %.2f GB/s (cudyn side, mean)",
+                                  static_cast<double>(gib * kGiB) / (cudyn_sum.checkpoint / n) / 1e6) +
+                           format(", %.2f GB/s", static_cast<double>(gib * kGiB) / (cudyn_sum.restore / n) / 1e6));
+    add_target_note(result, "checkpoint+restore", 1.05);
+    return result;
+}
+
+CaseResult cycle_1gib(const Settings& settings) { return cycle(settings, "checkpoint-hold-1gib", 1); }
+CaseResult cycle_16gib(const Settings& settings) { return cycle(settings, "checkpoint-hold-16gib", 16); }
+
+const CaseRegistrar cycle_1gib_case({"checkpoint/cycle-1GiB",
+                                     "ProcessCheckpoint lock+checkpoint+restore+unlock of a process holding 1 GiB "
+                                     "vs the raw calls",
+                                     true, cycle_1gib});
+const CaseRegistrar cycle_16gib_case({"checkpoint/cycle-16GiB",
+                                      "ProcessCheckpoint lock+checkpoint+restore+unlock of a process holding 16 GiB "
+                                      "vs the raw calls",
+                                      true, cycle_16gib});
+
+}  // namespace
+}  // namespace cudyn::bench
