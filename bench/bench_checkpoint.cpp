@@ -12,7 +12,7 @@
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/device/primary_context.hpp"
 
-#include <signal.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,8 +53,9 @@ struct Target {
     int to_target = -1;
     explicit Target(const char* child) {
         int in[2], out[2];
-        if (::pipe(in) != 0) return;
-        if (::pipe(out) != 0) {
+        // Close-on-exec: the child must not hold the write end of its own stdin.
+        if (::pipe2(in, O_CLOEXEC) != 0) return;
+        if (::pipe2(out, O_CLOEXEC) != 0) {
             ::close(in[0]);
             ::close(in[1]);
             return;
@@ -166,9 +167,9 @@ CaseResult cycle(const Settings& settings, const char* child, std::size_t gib) {
                     {"raw_checkpoint_ms", raw_sum.checkpoint / n}, {"cudyn_checkpoint_ms", cudyn_sum.checkpoint / n},
                     {"raw_restore_ms", raw_sum.restore / n},       {"cudyn_restore_ms", cudyn_sum.restore / n},
                     {"raw_unlock_ms", raw_sum.unlock / n},         {"cudyn_unlock_ms", cudyn_sum.unlock / n}};
-    result.notes.push_back(format("checkpoint %.2f GB/s, restore %.2f GB/s (cudyn side, mean)",
-                                  static_cast<double>(gib * kGiB) / (cudyn_sum.checkpoint / n) / 1e6) +
-                           format(", %.2f GB/s", static_cast<double>(gib * kGiB) / (cudyn_sum.restore / n) / 1e6));
+    const double bytes = static_cast<double>(gib * kGiB);
+    result.notes.push_back(format("cudyn side, mean: checkpoint %.2f GB/s", bytes / (cudyn_sum.checkpoint / n) / 1e6) +
+                           format(", restore %.2f GB/s", bytes / (cudyn_sum.restore / n) / 1e6));
     add_target_note(result, "checkpoint+restore", 1.05);
     return result;
 }

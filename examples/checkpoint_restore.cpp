@@ -18,6 +18,7 @@
 #include "cudyn/checkpoint/process_checkpoint.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,7 +101,8 @@ int main(int argc, char** argv) {
 
     // The target: this program again, its stdin and stdout our pipes.
     int to_target[2], from_target[2];
-    if (::pipe(to_target) != 0 || ::pipe(from_target) != 0) return 1;
+    // Close-on-exec: the target keeps only its stdin and stdout.
+    if (::pipe2(to_target, O_CLOEXEC) != 0 || ::pipe2(from_target, O_CLOEXEC) != 0) return 1;
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, to_target[0], STDIN_FILENO);

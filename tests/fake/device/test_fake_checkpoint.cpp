@@ -5,15 +5,13 @@
 // placements and drivers without the entries are refused before the driver;
 // a failed restore keeps the driver's answer and the state it left.
 #include "support/catch.hpp"
-#include "support/child_process.hpp"
+#include "support/checkpoint_target.hpp"
 #include "support/fake_memory_helpers.hpp"
 #include "support/vmm_helpers.hpp"  // take, require_ok
 
 #include "cudyn/checkpoint/process_checkpoint.hpp"
 #include "cudyn/device/device.hpp"
-#include "cudyn/memory/device_buffer.hpp"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,76 +28,14 @@ using namespace cudyn_test;
 
 namespace {
 
-constexpr std::size_t kWords = 1 << 18;  // 1 MiB
-
-bool send_byte(int fd, char byte) { return ::send(fd, &byte, 1, MSG_NOSIGNAL) == 1; }
-char receive_byte(int fd) {
-    char byte = 0;
-    return ::recv(fd, &byte, 1, MSG_WAITALL) == 1 ? byte : '\0';
-}
-
-// The target: 1 MiB of known words on device 0; 'r' once they are there,
-// then on 'v' it reads them back and checks that device 0 is the device
-// named by its argument (its UUID).
-int target_role(int argc, char** argv) {
-    ChildChecks check("checkpoint-target");
-    const int channel = kChildChannelFd;
-    auto device = cudyn::Device::get(0);
-    auto context = device ? cudyn::PrimaryContext::activate(*device) : cudyn::Result<cudyn::PrimaryContext>(device.error());
-    auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(kWords);
-    if (!check.expect(context.has_value() && buffer.has_value(), "device memory")) return check.exit_status();
-    const std::vector<std::uint32_t> expected = iota_vector(kWords, 0x5eed0000u);
-    check.expect(buffer->copy_from(cudyn::HostSpan<const std::uint32_t>(expected)).has_value(), "copy in");
-    send_byte(channel, 'r');
-    if (!check.expect(receive_byte(channel) == 'v', "the controller's go")) return check.exit_status();
-    std::vector<std::uint32_t> seen(kWords);
-    check.expect(buffer->copy_to(cudyn::HostSpan<std::uint32_t>(seen)).has_value(), "copy out");
-    check.expect(seen == expected, "every byte came back");
-    auto uuid = device->uuid();
-    check.expect(uuid && argc > 0 && uuid->to_string() == argv[0],
-                 "device 0 is " + (uuid ? uuid->to_string() : std::string("?")));
-    send_byte(channel, check.exit_status() == 0 ? 'k' : 'x');
-    return check.exit_status();
-}
-const ChildRole target("checkpoint-target", target_role);
-
 std::string uuid_of(int ordinal) { return take(take(cudyn::Device::get(ordinal)).uuid()).to_string(); }
-
-// A socket pair in `ends`; the child's end.
-int connected(int (&ends)[2]) {
-    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, ends) == 0);
-    return ends[1];
-}
-
-// A target child started and holding its memory; the channel's other end.
-struct Target {
-    int ends[2] = {-1, -1};
-    ChildProcess child;
-
-    explicit Target(const std::string& device0_after)
-        : child(ChildProcess::spawn("checkpoint-target", {device0_after}, connected(ends))) {
-        ::close(ends[1]);
-        REQUIRE(child.pid() > 0);
-        REQUIRE(receive_byte(ends[0]) == 'r');
-    }
-    Target(const Target&) = delete;
-    Target& operator=(const Target&) = delete;
-    int pid() const { return static_cast<int>(child.pid()); }
-    // Lets the child check its bytes; its verdict.
-    bool verified() {
-        if (!send_byte(ends[0], 'v')) return false;
-        const bool good = receive_byte(ends[0]) == 'k';
-        return child.wait(std::chrono::seconds(20)) == 0 && good;
-    }
-    ~Target() { ::close(ends[0]); }
-};
 
 }  // namespace
 
 TEST_CASE("a controller checkpoints a child and restores it in place; every byte comes back",
           "[emulated][cuda12][checkpoint]") {
     auto context = activate(0);
-    Target t(uuid_of(0));
+    CheckpointTarget t(uuid_of(0));
     CHECK(take(cudyn::process_state(t.pid())) == ProcessState::Running);
     auto owner = take(ProcessCheckpoint::lock(t.pid(), std::chrono::seconds(5)));
     CHECK(owner.state() == ProcessState::Locked);
@@ -118,7 +54,7 @@ TEST_CASE("a controller checkpoints a child and restores it in place; every byte
 TEST_CASE("each step refuses a target in the wrong state, naming the state, before the driver",
           "[emulated][checkpoint]") {
     auto context = activate(0);
-    Target t(uuid_of(0));
+    CheckpointTarget t(uuid_of(0));
     require_error(ProcessCheckpoint::lock(0), ErrorCode::InvalidArgument, "not a process id");
     require_error(ProcessCheckpoint::lock(static_cast<int>(::getpid())), ErrorCode::InvalidArgument, "this process");
     require_error(ProcessCheckpoint::lock(t.pid(), std::chrono::milliseconds(0)), ErrorCode::InvalidArgument,
@@ -137,7 +73,7 @@ TEST_CASE("each step refuses a target in the wrong state, naming the state, befo
 
 TEST_CASE("an owner let go while the target is checkpointed restores and unlocks it", "[emulated][checkpoint]") {
     auto context = activate(0);
-    Target t(uuid_of(0));
+    CheckpointTarget t(uuid_of(0));
     {
         auto owner = take(ProcessCheckpoint::lock(t.pid()));
         require_ok(owner.checkpoint());
@@ -152,7 +88,7 @@ TEST_CASE("a restore onto the other device: the child's device 0 is the other GP
           "[emulated][checkpoint]") {
     auto context = activate(0);
     const std::string first = uuid_of(0), second = uuid_of(1);
-    Target t(second);
+    CheckpointTarget t(second);
     auto owner = take(ProcessCheckpoint::lock(t.pid(), std::chrono::seconds(5)));
     require_ok(owner.checkpoint());
     RestorePlacement placement;
@@ -181,7 +117,7 @@ TEST_CASE("a placement refuses a device moved twice, two onto one, and devices t
 
 TEST_CASE("a 12.8 driver checkpoints but cannot restore onto other devices", "[cuda12][checkpoint]") {
     auto context = activate(0);
-    Target t(uuid_of(0));
+    CheckpointTarget t(uuid_of(0));
     auto owner = take(ProcessCheckpoint::lock(t.pid(), std::chrono::seconds(5)));
     require_ok(owner.checkpoint());
     RestorePlacement placement;
@@ -196,7 +132,7 @@ TEST_CASE("a restore the driver refuses names the step and leaves the target che
           "[emulated][checkpoint]") {
     auto context = activate(0);
     REQUIRE(::setenv("FAKECUDA_CHECKPOINT_FAIL", "restore", 1) == 0);
-    Target t(uuid_of(0));
+    CheckpointTarget t(uuid_of(0));
     ::unsetenv("FAKECUDA_CHECKPOINT_FAIL");
     auto owner = take(ProcessCheckpoint::lock(t.pid(), std::chrono::seconds(5)));
     require_ok(owner.checkpoint());
