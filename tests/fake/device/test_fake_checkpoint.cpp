@@ -6,6 +6,7 @@
 // a failed restore keeps the driver's answer and the state it left.
 #include "support/catch.hpp"
 #include "support/checkpoint_target.hpp"
+#include "support/fake_driver.hpp"
 #include "support/fake_memory_helpers.hpp"
 #include "support/vmm_helpers.hpp"  // take, require_ok
 
@@ -152,4 +153,46 @@ TEST_CASE("a driver without the checkpoint entries answers NotSupported before a
     require_error(cudyn::restore_thread_id(1), ErrorCode::NotSupported, "cuCheckpointProcessGetRestoreThreadId");
     require_error(ProcessCheckpoint::lock(1, std::chrono::seconds(1)), ErrorCode::NotSupported,
                   "cuCheckpointProcessGetState");
+}
+
+TEST_CASE("each step the driver refuses names the step and the state; the owner then brings the target back",
+          "[emulated][checkpoint]") {
+    auto context = activate(0);
+    struct Step {
+        const char* entry;
+        cudyn::CheckpointStep step;
+        ProcessState left;
+    };
+    const Step steps[] = {
+        {"cuCheckpointProcessCheckpoint:1:CUDA_ERROR_UNKNOWN", cudyn::CheckpointStep::Checkpoint, ProcessState::Locked},
+        {"cuCheckpointProcessRestore:1:CUDA_ERROR_UNKNOWN", cudyn::CheckpointStep::Restore, ProcessState::Checkpointed},
+        {"cuCheckpointProcessUnlock:1:CUDA_ERROR_UNKNOWN", cudyn::CheckpointStep::Unlock, ProcessState::Locked},
+    };
+    for (const Step& s : steps) {
+        INFO(s.entry);
+        CheckpointTarget t(uuid_of(0));
+        {
+            auto owner = take(ProcessCheckpoint::lock(t.pid(), std::chrono::seconds(5)));
+            cudyn::Result<void> refused = cudyn::ok();
+            {
+                const ScopedFault fault(s.entry);
+                refused = owner.checkpoint();
+                if (refused) refused = owner.restore();
+                if (refused) refused = owner.unlock();
+            }
+            require_error(refused, ErrorCode::Driver, std::string("left ") + cudyn::to_string(s.left));
+            REQUIRE(owner.failure().has_value());
+            CHECK(owner.failure()->step == s.step);
+            CHECK(owner.failure()->state_after == s.left);
+            CHECK(owner.state() == s.left);
+        }  // the owner restores and unlocks what is left
+        CHECK(take(cudyn::process_state(t.pid())) == ProcessState::Running);
+        CHECK(t.verified());
+    }
+    {
+        CheckpointTarget t(uuid_of(0));
+        const ScopedFault fault("cuCheckpointProcessLock:1:CUDA_ERROR_UNKNOWN");
+        require_error(ProcessCheckpoint::lock(t.pid()), ErrorCode::Driver, "left running");
+        CHECK(take(cudyn::process_state(t.pid())) == ProcessState::Running);
+    }
 }
