@@ -11,6 +11,7 @@
 #include "cudyn/loader/loader.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/device/primary_context.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -174,6 +175,44 @@ CaseResult cycle(const Settings& settings, const char* child, std::size_t gib) {
     return result;
 }
 
+// The other way to give a GPU's memory back for a while: memory this
+// process owns, saved to pinned host memory and released
+// (GrowableBuffer::release_physical(Save)), then restored. "raw" here is the
+// driver's checkpoint + restore of a process holding as much.
+CaseResult growable_against_driver(const Settings& settings) {
+    if (auto present = process_state(static_cast<int>(::getpid())); !present) return skipped(present.error().describe());
+    auto context = PrimaryContext::activate(*Device::get(0));
+    if (!context) return failed(context.error().describe());
+    auto buffer = GrowableBuffer::create(AllocationProperties::device(0), kGiB);
+    if (!buffer) return skipped(buffer.error().describe());
+    if (auto grown = buffer->grow_to(kGiB); !grown) return failed(grown.error().describe());
+    Target target("checkpoint-hold-1gib");
+    if (target.pid <= 0) return skipped("the target could not hold 1 GiB on device 0");
+    const int rounds = settings.value_or_repetitions(3);
+    CaseResult result;
+    for (int round = 0; round < rounds; ++round) {
+        auto steps = raw_cycle(static_cast<int>(target.pid));
+        if (!steps) return failed(steps.error().describe());
+        result.raw_samples.push_back(steps->checkpoint + steps->restore);
+        const auto start = Clock::now();
+        if (auto released = buffer->release_physical(GrowableBuffer::Contents::Save); !released)
+            return failed(released.error().describe());
+        if (auto restored = buffer->restore(); !restored) return failed(restored.error().describe());
+        result.cudyn_samples.push_back(elapsed_ms(start, Clock::now()));
+    }
+    result.raw = median(result.raw_samples);
+    result.cudyn = median(result.cudyn_samples);
+    result.operation = "1 GiB: GrowableBuffer save+release+restore vs the driver's process checkpoint+restore";
+    result.unit = "ms";
+    result.iterations = 1;
+    result.samples = rounds;
+    result.statistic = "median";
+    result.notes.push_back("here cudyn is GrowableBuffer::release_physical(Save) + restore() in this process and raw "
+                           "is cuCheckpointProcessCheckpoint + Restore of another process holding as much: below 1 "
+                           "means the program's own save is quicker");
+    return result;
+}
+
 CaseResult cycle_1gib(const Settings& settings) { return cycle(settings, "checkpoint-hold-1gib", 1); }
 CaseResult cycle_16gib(const Settings& settings) { return cycle(settings, "checkpoint-hold-16gib", 16); }
 
@@ -185,6 +224,11 @@ const CaseRegistrar cycle_16gib_case({"checkpoint/cycle-16GiB",
                                       "ProcessCheckpoint lock+checkpoint+restore+unlock of a process holding 16 GiB "
                                       "vs the raw calls",
                                       true, cycle_16gib});
+
+const CaseRegistrar growable_case({"checkpoint/growable-vs-driver-1GiB",
+                                   "GrowableBuffer release_physical(Save)+restore of 1 GiB vs the driver's checkpoint+"
+                                   "restore of a process holding 1 GiB",
+                                   true, growable_against_driver});
 
 }  // namespace
 }  // namespace cudyn::bench
