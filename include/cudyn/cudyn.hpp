@@ -57,6 +57,7 @@
 #include "cudyn/share/physical_memory_sharing.hpp"
 #include "cudyn/share/pool_sharing.hpp"
 #include "cudyn/checkpoint/process_checkpoint.hpp"
+#include "cudyn/share/range_sharing.hpp"
 
 #include "cudyn/channel/fd_channel.hpp"
 #include "cudyn/channel/file_descriptor.hpp"

@@ -43,6 +43,11 @@ Error unsupported(const detail::Operation& operation) {
 }
 }  // namespace
 
+Result<void> FdChannel::send_with_descriptors(std::uint32_t, const void*, std::size_t, const std::vector<int>&,
+                                              std::chrono::milliseconds) {
+    return unsupported(kSend);
+}
+
 Result<std::pair<FdChannel, FdChannel>> FdChannel::pair() { return unsupported(kPair); }
 Result<FdChannel> FdChannel::connect(const std::string&, std::chrono::milliseconds, const PeerPolicy&) {
     return unsupported(kConnect);
@@ -66,8 +71,10 @@ struct Frame {
     std::uint32_t tag = 0;
     std::uint32_t flags = 0;
     std::uint32_t payload_size = 0;
+    std::uint32_t descriptor_count = 0;  // with kCarriesDescriptorList
 };
-constexpr std::uint32_t kCarriesDescriptor = 1;  // Frame::flags
+constexpr std::uint32_t kCarriesDescriptor = 1;      // Frame::flags: one descriptor, in ChannelMessage::fd
+constexpr std::uint32_t kCarriesDescriptorList = 2;  // descriptor_count of them, in ChannelMessage::descriptors
 
 }  // namespace
 
@@ -81,7 +88,7 @@ struct WireLayout<Frame> {
         wire.u32(frame.tag);
         wire.u32(frame.flags);
         wire.u32(frame.payload_size);
-        wire.reserved(4);
+        wire.u32(frame.descriptor_count);
     }
 };
 }  // namespace detail
@@ -89,7 +96,9 @@ struct WireLayout<Frame> {
 namespace {
 
 constexpr std::size_t kFrameSize = Frame::kSerializedSize;
-constexpr std::size_t kMaxDescriptorsPerRead = 4;  // more than one is already a protocol error
+// What one read takes in: every descriptor a message may carry, and one
+// more, so that a peer sending too many is told from one sending enough.
+constexpr std::size_t kMaxDescriptorsPerRead = FdChannel::kMaxDescriptors + 1;
 
 #if defined(MSG_NOSIGNAL)
 constexpr int kSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
@@ -423,49 +432,67 @@ Result<PeerCredentials> FdChannel::peer() const {
 
 Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t size, int fd,
                              std::chrono::milliseconds timeout) {
+    if (fd < -1) return kSend.invalid("fd " + std::to_string(fd) + " is not an open descriptor");
+    return send_frame(tag, payload, size, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0,
+                      fd >= 0 ? kCarriesDescriptor : 0, timeout);
+}
+
+Result<void> FdChannel::send_with_descriptors(std::uint32_t tag, const void* payload, std::size_t size,
+                                              const std::vector<int>& fds, std::chrono::milliseconds timeout) {
+    if (fds.size() > kMaxDescriptors)
+        return kSend.invalid(std::to_string(fds.size()) + " descriptors are more than the " +
+                             std::to_string(kMaxDescriptors) + " one message carries (SCM_RIGHTS)");
+    return send_frame(tag, payload, size, fds.data(), fds.size(), kCarriesDescriptorList, timeout);
+}
+
+Result<void> FdChannel::send_frame(std::uint32_t tag, const void* payload, std::size_t size, const int* fds,
+                                   std::size_t count, std::uint32_t flags, std::chrono::milliseconds timeout) {
     if (!socket_) return kSend.invalid("the channel is empty or closed");
     if (size > kMaxPayload)
         return kSend.invalid("payload of " + std::to_string(size) + " bytes is larger than the " +
                              std::to_string(kMaxPayload) + " a message carries");
     if (size != 0 && payload == nullptr) return kSend.invalid("payload is null");
-    if (fd < -1 || (fd >= 0 && ::fcntl(fd, F_GETFD) < 0))
-        return kSend.invalid("fd " + std::to_string(fd) + " is not an open descriptor");
+    for (std::size_t i = 0; i < count; ++i)
+        if (fds[i] < 0 || ::fcntl(fds[i], F_GETFD) < 0)
+            return kSend.invalid("fd " + std::to_string(fds[i]) + " is not an open descriptor");
 
     Frame header;
     header.tag = tag;
-    header.flags = fd >= 0 ? kCarriesDescriptor : 0;
+    header.flags = flags;
     header.payload_size = static_cast<std::uint32_t>(size);
+    header.descriptor_count = (flags & kCarriesDescriptorList) != 0 ? static_cast<std::uint32_t>(count) : 0;
     auto frame = detail::write_record(header);
 
+    // Room for every descriptor a message may carry; only `count` are used.
     union {
         cmsghdr align;
-        char bytes[CMSG_SPACE(sizeof(int))];
+        char bytes[CMSG_SPACE(sizeof(int) * kMaxDescriptors)];
     } control{};
     const std::size_t total = kFrameSize + size;
     std::size_t sent = 0;
-    bool descriptor_sent = fd < 0;
+    bool descriptors_sent = count == 0;
     const Deadline deadline(timeout);
     while (sent < total) {
         CUDYN_TRY(wait_ready(socket_.get(), POLLOUT, deadline, kSend));
         iovec parts[2];
-        int count = 0;
-        if (sent < kFrameSize) parts[count++] = iovec{frame.data() + sent, kFrameSize - sent};
+        int pieces = 0;
+        if (sent < kFrameSize) parts[pieces++] = iovec{frame.data() + sent, kFrameSize - sent};
         const std::size_t payload_done = sent < kFrameSize ? 0 : sent - kFrameSize;
         if (payload_done < size)
-            parts[count++] = iovec{const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(payload)) + payload_done,
-                                   size - payload_done};
+            parts[pieces++] = iovec{const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(payload)) + payload_done,
+                                    size - payload_done};
         msghdr message{};
         message.msg_iov = parts;
-        message.msg_iovlen = static_cast<decltype(message.msg_iovlen)>(count);
-        if (!descriptor_sent) {
-            // The descriptor rides on the frame's first bytes.
+        message.msg_iovlen = static_cast<decltype(message.msg_iovlen)>(pieces);
+        if (!descriptors_sent) {
+            // The descriptors ride on the frame's first bytes, all in one control message.
             message.msg_control = control.bytes;
-            message.msg_controllen = sizeof control.bytes;
-            cmsghdr* header = CMSG_FIRSTHDR(&message);
-            header->cmsg_level = SOL_SOCKET;
-            header->cmsg_type = SCM_RIGHTS;
-            header->cmsg_len = CMSG_LEN(sizeof(int));
-            std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+            message.msg_controllen = CMSG_SPACE(sizeof(int) * count);
+            cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
+            cmsg->cmsg_level = SOL_SOCKET;
+            cmsg->cmsg_type = SCM_RIGHTS;
+            cmsg->cmsg_len = CMSG_LEN(sizeof(int) * count);
+            std::memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * count);
         }
         const ssize_t n = ::sendmsg(socket_.get(), &message, kSendFlags);
         if (n < 0) {
@@ -475,7 +502,7 @@ Result<void> FdChannel::send(std::uint32_t tag, const void* payload, std::size_t
                                           : "the peer closed the channel in the middle of a message");
             return Error::system("sendmsg", errno, kSend.name());
         }
-        descriptor_sent = true;
+        descriptors_sent = true;
         sent += static_cast<std::size_t>(n);
     }
     return ok();
@@ -495,24 +522,30 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
     message.tag = header.tag;
     const std::uint32_t flags = header.flags;
     const std::uint32_t size = header.payload_size;
-    if (size > kMaxPayload || (flags & ~kCarriesDescriptor) != 0)
+    const std::uint32_t listed = header.descriptor_count;
+    const bool single = (flags & kCarriesDescriptor) != 0;
+    const bool list = (flags & kCarriesDescriptorList) != 0;
+    if (size > kMaxPayload || (flags & ~(kCarriesDescriptor | kCarriesDescriptorList)) != 0 || (single && list) ||
+        listed > kMaxDescriptors || (!list && listed != 0))
         return kReceive.io("the peer sent a malformed frame (payload " + std::to_string(size) + " bytes, flags " +
-                           std::to_string(flags) + ")");
+                           std::to_string(flags) + ", " + std::to_string(listed) + " descriptors)");
     message.payload.resize(size);
     CUDYN_TRY(read_exact(socket_.get(), message.payload.data(), size, descriptors, deadline, true));
 
-    const bool announced = (flags & kCarriesDescriptor) != 0;
-    if (announced && descriptors.empty())
-        return kReceive.io("the frame announced a descriptor but none arrived");
-    if (descriptors.size() > (announced ? 1u : 0u))
+    const std::size_t announced = single ? 1 : listed;
+    if (descriptors.size() < announced)
+        return kReceive.io("the frame announced " + std::to_string(announced) + " descriptors but " +
+                           std::to_string(descriptors.size()) + " arrived");
+    if (descriptors.size() > announced)
         return kReceive.io("the peer sent " + std::to_string(descriptors.size()) +
-                           " descriptors with a message that carries " + (announced ? "one" : "none"));
-    if (announced) {
+                           " descriptors with a message that carries " + std::to_string(announced));
+    for (const FileDescriptor& descriptor : descriptors) {
         struct stat info {};
-        if (::fstat(descriptors.front().get(), &info) != 0)
-            return kReceive.context(Error::system("fstat", errno, "the received descriptor is not usable"));
-        message.fd = std::move(descriptors.front());
+        if (::fstat(descriptor.get(), &info) != 0)
+            return kReceive.context(Error::system("fstat", errno, "a received descriptor is not usable"));
     }
+    if (single) message.fd = std::move(descriptors.front());
+    if (list) message.descriptors = std::move(descriptors);
     return message;
 }
 

@@ -75,31 +75,6 @@ Result<PointerFacts> read_facts(CUdeviceptr address) {
     return facts;
 }
 
-// Where the VMM allocation mapped at `address` lies: the mapping, which is one
-// physical allocation mapped whole at offset 0 (cuMemMap takes no other
-// offset). RANGE_START_ADDR would be the whole reservation.
-struct Mapping {
-    std::uint64_t base = 0;
-    std::size_t size = 0;
-};
-
-Result<Mapping> read_mapping(CUdeviceptr address) {
-    if (load_report().driver_version < kMappingAttributes)
-        return kExport.not_supported(
-            "cuPointerGetAttribute",
-            "this driver (" + std::to_string(load_report().driver_version) +
-                ") does not report CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR / MAPPING_SIZE (CUDA 11.7), which say "
-                "where the VMM allocation at the address is mapped; export it with export_memory_fd");
-    void* base = nullptr;
-    Mapping mapping;
-    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&base),
-                          CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, address));
-    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&mapping.size),
-                          CU_POINTER_ATTRIBUTE_MAPPING_SIZE, address));
-    mapping.base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
-    return mapping;
-}
-
 // [address, address + bytes) of an allocation [base, base + size), or from
 // address to its end when no size was asked for: the shared size, or
 // InvalidArgument naming what it runs past.
@@ -114,6 +89,76 @@ Result<std::uint64_t> part_size(CUdeviceptr address, std::optional<std::size_t> 
     CUDYN_TRY(detail::check_inside_allocation(kExport, offset, *bytes, size));
     return static_cast<std::uint64_t>(*bytes);
 }
+
+}  // namespace
+
+namespace detail {
+
+// Where the VMM allocation mapped at `address` lies: the mapping, which is one
+// physical allocation mapped whole at offset 0 (cuMemMap takes no other
+// offset). RANGE_START_ADDR would be the whole reservation.
+Result<VmmMapping> read_mapping(CUdeviceptr address) {
+    if (load_report().driver_version < kMappingAttributes)
+        return kExport.not_supported(
+            "cuPointerGetAttribute",
+            "this driver (" + std::to_string(load_report().driver_version) +
+                ") does not report CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR / MAPPING_SIZE (CUDA 11.7), which say "
+                "where the VMM allocation at the address is mapped; export it with export_memory_fd");
+    void* base = nullptr;
+    VmmMapping mapping;
+    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&base),
+                          CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, address));
+    CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&mapping.size),
+                          CU_POINTER_ATTRIBUTE_MAPPING_SIZE, address));
+    mapping.base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
+    return mapping;
+}
+
+// cuMemRetainAllocationHandle: a reference to the physical allocation mapped
+// at `address`, or nothing when it is not VMM memory (the driver answers
+// INVALID_VALUE for every other kind) or the driver has no such entry.
+Result<std::optional<CUmemGenericAllocationHandle>> retain_vmm(CUdeviceptr address) {
+    using Retained = std::optional<CUmemGenericAllocationHandle>;
+    if (!has_entry(&DriverTable::cuMemRetainAllocationHandle_v11000)) return Retained();
+    CUmemGenericAllocationHandle handle = 0;
+    auto retained = call_driver(&DriverTable::cuMemRetainAllocationHandle_v11000, &handle,
+                                reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)));
+    if (retained) return Retained(handle);
+    if (retained.error().driver_result == CUDA_ERROR_INVALID_VALUE) return Retained();
+    return std::move(retained).error();
+}
+
+// The VMM memory's own export: a POSIX file descriptor where it has the type,
+// else a fabric handle where this machine shares them (host memory asks
+// `fallback_device` whether it does).
+Result<AllocationParts> export_vmm_parts(const PhysicalMemory& memory, int fallback_device) {
+    const AllocationProperties& properties = *memory.properties();
+    const HandleType types = properties.handle_types();
+    if (includes(types, HandleType::PosixFileDescriptor)) {
+        CUDYN_TRY_ASSIGN(MemoryFdDescriptor fd, export_memory_fd(memory));
+        return AllocationParts(VmmFdParts{std::move(fd)});
+    }
+    if (!includes(types, HandleType::Fabric))
+        return kExport.not_supported("cuMemExportToShareableHandle",
+                                     "the VMM memory (" + properties.describe() +
+                                         ") was created without a shareable handle type; create it with "
+                                         "AllocationProperties::with_handle_types(HandleType::PosixFileDescriptor)");
+    const Location& where = properties.location();
+    const int ordinal = where.kind() == LocationKind::Device ? where.id() : fallback_device;
+    CUDYN_TRY_ASSIGN(const Device device, Device::get(ordinal));
+    CUDYN_TRY_ASSIGN(const bool fabric, probe_fabric_support(device));
+    if (!fabric)
+        return kExport.not_supported("cuMemExportToShareableHandle",
+                                     "the VMM memory (" + properties.describe() +
+                                         ") has only the fabric handle type, and this machine shares no fabric "
+                                         "handles (probe_fabric_support: no IMEX channel)");
+    CUDYN_TRY_ASSIGN(MemoryFabricDescriptor fabric_memory, export_memory_fabric(memory));
+    return AllocationParts(VmmFabricParts{fabric_memory});
+}
+
+}  // namespace detail
+
+namespace {
 
 // Exported by this process, now.
 AllocationDescriptor exported(detail::AllocationParts parts, std::uint64_t allocation_size, std::uint64_t offset,
@@ -175,47 +220,6 @@ Result<AllocationDescriptor> export_pool_memory(CUdeviceptr address, std::option
     return export_pool_fabric(pool).and_then(with_pointer);
 }
 
-// cuMemRetainAllocationHandle: a reference to the physical allocation mapped
-// at `address`, or nothing when it is not VMM memory (the driver answers
-// INVALID_VALUE for every other kind) or the driver has no such entry.
-Result<std::optional<CUmemGenericAllocationHandle>> retain_vmm(CUdeviceptr address) {
-    using Retained = std::optional<CUmemGenericAllocationHandle>;
-    if (!has_entry(&DriverTable::cuMemRetainAllocationHandle_v11000)) return Retained();
-    CUmemGenericAllocationHandle handle = 0;
-    auto retained = call_driver(&DriverTable::cuMemRetainAllocationHandle_v11000, &handle,
-                                reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)));
-    if (retained) return Retained(handle);
-    if (retained.error().driver_result == CUDA_ERROR_INVALID_VALUE) return Retained();
-    return std::move(retained).error();
-}
-
-// The VMM memory's own export: a POSIX file descriptor where it has the type,
-// else a fabric handle where this machine shares them.
-Result<detail::AllocationParts> export_vmm_parts(const PhysicalMemory& memory, const PointerFacts& facts) {
-    const AllocationProperties& properties = *memory.properties();
-    const HandleType types = properties.handle_types();
-    if (includes(types, HandleType::PosixFileDescriptor)) {
-        CUDYN_TRY_ASSIGN(MemoryFdDescriptor fd, export_memory_fd(memory));
-        return detail::AllocationParts(detail::VmmFdParts{std::move(fd)});
-    }
-    if (!includes(types, HandleType::Fabric))
-        return kExport.not_supported("cuMemExportToShareableHandle",
-                                     "the VMM memory (" + properties.describe() +
-                                         ") was created without a shareable handle type; create it with "
-                                         "AllocationProperties::with_handle_types(HandleType::PosixFileDescriptor)");
-    const Location& where = properties.location();
-    const int ordinal = where.kind() == LocationKind::Device ? where.id() : (facts.device < 0 ? 0 : facts.device);
-    CUDYN_TRY_ASSIGN(const Device device, Device::get(ordinal));
-    CUDYN_TRY_ASSIGN(const bool fabric, probe_fabric_support(device));
-    if (!fabric)
-        return kExport.not_supported("cuMemExportToShareableHandle",
-                                     "the VMM memory (" + properties.describe() +
-                                         ") has only the fabric handle type, and this machine shares no fabric "
-                                         "handles (probe_fabric_support: no IMEX channel)");
-    CUDYN_TRY_ASSIGN(MemoryFabricDescriptor fabric_memory, export_memory_fabric(memory));
-    return detail::AllocationParts(detail::VmmFabricParts{fabric_memory});
-}
-
 // VMM memory: the physical allocation mapped at the address. `handle` is a
 // retained reference: given back before this returns, whatever happened.
 Result<AllocationDescriptor> export_vmm(CUdeviceptr address, std::optional<std::size_t> bytes,
@@ -224,7 +228,7 @@ Result<AllocationDescriptor> export_vmm(CUdeviceptr address, std::optional<std::
     // granularity where this driver cannot give one for the handle's
     // properties (a size is always a multiple of itself). The handle is owned
     // from the adoption on: any failure below gives it back.
-    auto mapping = read_mapping(address);
+    auto mapping = detail::read_mapping(address);
     if (!mapping || mapping->size == 0) {
         (void)call_driver(&DriverTable::cuMemRelease_v10020, handle);
         if (!mapping) return std::move(mapping).error();
@@ -241,7 +245,7 @@ Result<AllocationDescriptor> export_vmm(CUdeviceptr address, std::optional<std::
         error.message += " (VMM memory is exported one mapping, one physical allocation, at a time)";
         return error;
     }
-    CUDYN_TRY_ASSIGN(detail::AllocationParts parts, export_vmm_parts(memory, facts));
+    CUDYN_TRY_ASSIGN(detail::AllocationParts parts, detail::export_vmm_parts(memory, facts.device < 0 ? 0 : facts.device));
     // The retained reference goes back now; a refusal is reported (the
     // PhysicalMemory's destructor then tries once more, silently).
     CUDYN_TRY(memory.release());
@@ -265,7 +269,7 @@ Result<AllocationDescriptor> export_any(CUdeviceptr address, std::optional<std::
     // Before VMM, all device memory that was not managed was cuMemAlloc memory.
     const bool legacy = facts.knows_vmm ? facts.legacy_ipc != 0 : facts.memory_type == CU_MEMORYTYPE_DEVICE;
     if (legacy) return export_legacy(address, bytes);
-    CUDYN_TRY_ASSIGN(const auto retained, retain_vmm(address));
+    CUDYN_TRY_ASSIGN(const auto retained, detail::retain_vmm(address));
     if (retained) return export_vmm(address, bytes, facts, *retained);
     if (facts.memory_type == CU_MEMORYTYPE_HOST)
         return kExport.not_supported({}, "pinned, mapped or registered host memory (cuMemHostAlloc, "

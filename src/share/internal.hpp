@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "cudyn/share/allocation_sharing.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
 #include "cudyn/vmm/physical_memory.hpp"
 
@@ -9,7 +10,9 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace cudyn::detail {
 
@@ -20,6 +23,25 @@ namespace cudyn::detail {
 // (cuMemRelease) by the PhysicalMemory, or here when a step fails.
 Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const PhysicalMemoryInfo& info,
                                       const Operation& operation);
+
+// Where the VMM allocation mapped at an address lies: the mapping, which is
+// one physical allocation mapped whole at offset 0 (cuMemMap takes no other
+// offset).
+struct VmmMapping {
+    std::uint64_t base = 0;
+    std::size_t size = 0;
+};
+// CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR / MAPPING_SIZE of `address`:
+// NotSupported before CUDA 11.7, the driver's INVALID_VALUE where nothing is mapped.
+Result<VmmMapping> read_mapping(CUdeviceptr address);
+// cuMemRetainAllocationHandle: a reference to the physical allocation mapped
+// at `address` (the caller releases it), or nothing when it is not VMM
+// memory or the driver has no such entry.
+Result<std::optional<CUmemGenericAllocationHandle>> retain_vmm(CUdeviceptr address);
+// The VMM memory's own export: a POSIX file descriptor where it has the
+// type, else a fabric handle where this machine shares them; NotSupported
+// naming why otherwise.
+Result<AllocationParts> export_vmm_parts(const PhysicalMemory& memory, int fallback_device);
 
 // The part of an allocation a record shares: InvalidArgument from `record`
 // for a size of 0 or a part that runs past the allocation.

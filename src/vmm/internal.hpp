@@ -151,6 +151,14 @@ Result<void> check_grants(const Location& owner, const AccessGrant* grants, std:
 // cuMemSetAccess of already checked grants over [address, address + bytes).
 Result<void> apply_access(CUdeviceptr address, std::size_t bytes, const AccessGrant* grants, std::size_t count);
 
+// Range-wide grants over [offset, offset + bytes) of `range` in one
+// cuMemSetAccess, recorded for each mapping they cover (what
+// set_range_access does for the whole range). InvalidArgument from `op` where
+// a byte is unmapped, and the checks of check_grants for each mapping's
+// memory, before anything is set.
+Result<void> set_access_over(const AddressRange& range, std::size_t offset, std::size_t bytes,
+                             const AccessGrant* grants, std::size_t count, const Operation& op);
+
 // The devices whose work may use memory with these grants: bit d for device
 // d, for every device granted more than no access.
 std::uint64_t granted_devices(const AccessGrant* grants, std::size_t count) noexcept;

@@ -50,21 +50,7 @@ Result<AccessFlags> access_of(CUdeviceptr address, const Location& location) {
 }
 
 Result<void> set_all(const AddressRange& range, const AccessGrant* grants, std::size_t count) {
-    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemSetAccess_v10020));
-    CUDYN_TRY_ASSIGN(auto mappings, mappings_over(kSetRange, range, 0, range.size_bytes()));
-    // Every mapping's memory is checked before anything is set.
-    for (const auto& [offset, mapping] : mappings) {
-        auto checked = detail::check_grants(mapping.location, grants, count);
-        if (!checked) {
-            Error error = kSetRange.context(std::move(checked).error());
-            error.message += " (the mapping at offset " + std::to_string(offset) + ")";
-            return error;
-        }
-    }
-    const auto& reservation = detail::VmmAccess::reservation(range);
-    CUDYN_TRY(detail::apply_access(range.device_address(), range.size_bytes(), grants, count));
-    reservation->range_granted(mappings, grants, count, detail::next_grant_seq());
-    return ok();
+    return detail::set_access_over(range, 0, range.size_bytes(), grants, count, kSetRange);
 }
 
 }  // namespace
@@ -89,6 +75,24 @@ Result<AccessFlags> range_access(const AddressRange& range, const Location& loca
 }
 
 namespace detail {
+
+Result<void> set_access_over(const AddressRange& range, std::size_t offset, std::size_t bytes,
+                             const AccessGrant* grants, std::size_t count, const Operation& op) {
+    CUDYN_TRY(require_entry(&DriverTable::cuMemSetAccess_v10020));
+    CUDYN_TRY_ASSIGN(auto mappings, mappings_over(op, range, offset, bytes));
+    // Every mapping's memory is checked before anything is set.
+    for (const auto& [at, mapping] : mappings) {
+        auto checked = check_grants(mapping.location, grants, count);
+        if (!checked) {
+            Error error = op.context(std::move(checked).error());
+            error.message += " (the mapping at offset " + std::to_string(at) + ")";
+            return error;
+        }
+    }
+    CUDYN_TRY(apply_access(range.device_address() + offset, bytes, grants, count));
+    VmmAccess::reservation(range)->range_granted(mappings, grants, count, next_grant_seq());
+    return ok();
+}
 
 Result<CUdeviceptr> checked_range_bytes(const AddressRange& range, std::size_t offset_bytes, std::size_t size_bytes,
                                         const Location& location, AccessFlags needed) {

@@ -34,12 +34,17 @@ inline constexpr std::chrono::milliseconds kDefaultChannelTimeout{10000};
 struct ChannelMessage {
     std::uint32_t tag = 0;              // what the sender said it is
     std::vector<std::uint8_t> payload;  // at most FdChannel::kMaxPayload bytes
-    FileDescriptor fd;                  // the descriptor sent with it, if any (validated)
+    FileDescriptor fd;                  // the descriptor send() sent with it, if any (validated)
+    // The descriptors send_with_descriptors() sent with it, in their order (validated).
+    std::vector<FileDescriptor> descriptors;
 };
 
 class FdChannel {
 public:
     static constexpr std::size_t kMaxPayload = std::size_t{1} << 16;
+    // Descriptors one message carries: what Linux passes in one SCM_RIGHTS
+    // control message (SCM_MAX_FD).
+    static constexpr std::size_t kMaxDescriptors = 253;
 
     // Two connected ends (socketpair), for a parent and the child it starts.
     // Both are close-on-exec: hand one to the child explicitly (dup2 it in the
@@ -68,6 +73,14 @@ public:
     // kMaxPayload or a null payload with a size.
     Result<void> send(std::uint32_t tag, const void* payload, std::size_t size, int fd = -1,
                       std::chrono::milliseconds timeout = kDefaultChannelTimeout);
+    // Sends one message with up to kMaxDescriptors descriptors (none is
+    // fine), all passed at once: the peer receives every one of them in
+    // ChannelMessage::descriptors, in this order, or the message fails.
+    // InvalidArgument for more, or for one that is not open, before
+    // anything is sent.
+    Result<void> send_with_descriptors(std::uint32_t tag, const void* payload, std::size_t size,
+                                       const std::vector<int>& fds,
+                                       std::chrono::milliseconds timeout = kDefaultChannelTimeout);
     // Receives one message. Io when the peer closed the channel (before or in
     // the middle of a message) or sent something that is not a frame;
     // Timeout when none arrived in time. Nothing stays open on failure.
@@ -88,6 +101,9 @@ public:
 
 private:
     explicit FdChannel(FileDescriptor socket) noexcept : socket_(std::move(socket)) {}
+    // The frame, its payload and `count` descriptors with `flags` (the frame's).
+    Result<void> send_frame(std::uint32_t tag, const void* payload, std::size_t size, const int* fds,
+                            std::size_t count, std::uint32_t flags, std::chrono::milliseconds timeout);
     FileDescriptor socket_;
 };
 
