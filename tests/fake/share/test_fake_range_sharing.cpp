@@ -92,7 +92,7 @@ RangeDescriptor as_if_from_another(RangeDescriptor descriptor) {
 // update; after each it checks the base address, the chunk count and the
 // generations of the chunk words it was told (one message of u64s:
 // generation per chunk) and answers kDone; the first chunk's first word gets
-// kReply written once the first update arrived.
+// kReply written after the third update's check.
 int consumer_role(int argc, char** argv) {
     const int device = argc > 0 ? std::stoi(argv[0]) : 0;
     return run_role(
@@ -116,7 +116,7 @@ int consumer_role(int argc, char** argv) {
                                  "chunk count " + std::to_string(imported->chunk_count()) + ", expected " +
                                      std::to_string(generations.size()));
                     check.expect(chunks_hold(base, generations), "every chunk holds the exporter's bytes");
-                    if (imported->generation() == 2)
+                    if (imported->generation() == 4)
                         ok(check, set_words(base, 4, kReply), "write the reply into chunk 0");
                     ok(check, send_tag(channel, kDone), "send 'done'");
                     auto next = cudyn::receive_range(channel, kStep);
@@ -287,7 +287,7 @@ TEST_CASE("a shared range imported and updated in place: access, base address, g
 
         // A refused import of the new chunk changes nothing either.
         {
-            ScopedFault fault("cuMemImportFromShareableHandle:1:CUDA_ERROR_OUT_OF_MEMORY");
+            ScopedFault fault("cuMemImportFromShareableHandle:1:CUDA_ERROR_INVALID_VALUE");
             require_error(imported.apply(forged([](RangeDescriptor&) {})), ErrorCode::Driver,
                           "cuMemImportFromShareableHandle");
         }
@@ -335,6 +335,7 @@ TEST_CASE("range sharing: bad descriptors and memory that cannot be shared are r
         require_ok(buffer.grow_to(2 * kChunk));
         RangeExporter exporter = take(RangeExporter::create(buffer));
         const auto fresh = [&] { return as_if_from_another(take(exporter.describe())); };
+        const long open = open_descriptors();  // the fake's memfds of the chunks among them
 
         const DriverSnapshot untouched({"cuMemAddressReserve", "cuMemImportFromShareableHandle", "cuMemMap"});
         const auto refused = [&](auto change, const char* why) {
@@ -352,23 +353,27 @@ TEST_CASE("range sharing: bad descriptors and memory that cannot be shared are r
         refused([](RangeDescriptor& d) { d.chunks[0].offset_bytes = kChunk; }, "not at 0");
         refused([](RangeDescriptor& d) { d.chunks[1].size_bytes = 0; }, "is empty");
         refused([](RangeDescriptor& d) { d.chunks[1].size_bytes = kChunk + 4096; }, "not a multiple of the alignment");
-        refused([](RangeDescriptor& d) { d.chunks[1].size_bytes = ~std::uint64_t{0} - kChunk + 1 - (~std::uint64_t{0} % kChunk); },
+        refused([](RangeDescriptor& d) { d.chunks[1].size_bytes = ~std::uint64_t{0} - (~std::uint64_t{0} % kChunk); },
                 "run past");
         refused([](RangeDescriptor& d) { d.chunks[1].size_bytes = kCapacity; }, "run past");
         refused([](RangeDescriptor& d) { d.chunks[0].location = Location::device(-1); }, "location");
         refused([](RangeDescriptor& d) { d.chunks[0].handle_type = HandleType::None; }, "neither posix_fd nor fabric");
         refused([](RangeDescriptor& d) { (void)d.chunks[1].fd.close(); }, "without its file descriptor");
         refused([](RangeDescriptor& d) { d.kept_chunks = 1; }, "keeps no chunks");
-        refused([](RangeDescriptor& d) { d.base_generation = 3; }, "does not follow base generation");
         refused([](RangeDescriptor& d) {
             d.base_generation = 1;
             d.generation = 2;
         }, "an update of generation 1");
+        {
+            RangeDescriptor skipping = fresh();
+            skipping.base_generation = 3;
+            require_error(skipping.validate(), ErrorCode::InvalidArgument, "does not follow base generation");
+        }
         // This process's own export.
         require_error(cudyn::import_range(take(exporter.describe())), ErrorCode::InvalidArgument,
                       "this process exported the range");
         untouched.require_untouched();
-        CHECK(open_descriptors() == descriptors + 0);  // refused descriptors closed their fds
+        CHECK(open_descriptors() == open);  // refused descriptors closed their fds
 
         // Grants the chunks' memory cannot take: NotSupported naming the pair.
         {
