@@ -93,26 +93,6 @@ Result<ChildSide> child_side() {
     return ChildSide{std::move(context), std::move(channel)};
 }
 
-// A copy of `descriptor` with its own descriptors (dup), for one more import.
-Result<RangeDescriptor> copy_of(const RangeDescriptor& descriptor) {
-    RangeDescriptor copy;
-    copy.exporter = descriptor.exporter;
-    copy.range_id = descriptor.range_id;
-    copy.reserved_bytes = descriptor.reserved_bytes;
-    copy.alignment_bytes = descriptor.alignment_bytes;
-    copy.generation = descriptor.generation;
-    for (const RangeChunk& chunk : descriptor.chunks) {
-        RangeChunk same;
-        same.offset_bytes = chunk.offset_bytes;
-        same.size_bytes = chunk.size_bytes;
-        same.location = chunk.location;
-        same.handle_type = chunk.handle_type;
-        CUDYN_TRY_ASSIGN(same.fd, chunk.fd.duplicate());
-        copy.chunks.push_back(std::move(same));
-    }
-    return copy;
-}
-
 // The raw import of the same range: reserve, import and map each chunk, one
 // grant; then (untimed) unmap, release, free. False on any failure.
 bool raw_import(const RangeDescriptor& descriptor, double* us) {
@@ -171,7 +151,7 @@ int child_import() {
                 if (!raw_import(*layout, &us)) return std::printf("raw import failed\n"), 1;
                 if (round > 0) raw_us.push_back(us);
             } else {
-                auto copy = copy_of(*layout);  // the receive's work, not the import's
+                auto copy = layout->duplicate();  // the receive's work, not the import's
                 if (!copy) return std::printf("%s\n", copy.error().describe().c_str()), 1;
                 const auto start = Clock::now();
                 auto imported = import_range(std::move(*copy));
@@ -223,16 +203,23 @@ CaseResult run_with_child(Exporter& exporter, const char* child, const Settings&
     return result;
 }
 
+// Why an exporter's set-up failed: skipped where the machine lacks what it
+// needs, failed otherwise.
+CaseResult not_exported(const Error& error) {
+    return error.code == ErrorCode::NotSupported ? skipped(error.describe()) : failed(error.describe());
+}
+
+// The exporter's layout, sent for the child to read first.
+Result<void> send_layout(Exporter& exporter) {
+    CUDYN_TRY_ASSIGN(RangeDescriptor layout, exporter.exporter.describe());
+    return send_descriptor(exporter.here, layout);
+}
+
 CaseResult range_import(const Settings& settings) {
     std::size_t chunk_bytes = 0;
     auto exporter = make_exporter(kChunks, kChunks, &chunk_bytes);
-    if (!exporter) {
-        if (exporter.error().code == ErrorCode::NotSupported) return skipped(exporter.error().describe());
-        return failed(exporter.error().describe());
-    }
-    auto layout = exporter->exporter.describe();
-    if (!layout) return failed(layout.error().describe());
-    if (auto sent = send_descriptor(exporter->here, *layout); !sent) return failed(sent.error().describe());
+    if (!exporter) return not_exported(exporter.error());
+    if (auto sent = send_layout(*exporter); !sent) return failed(sent.error().describe());
     std::string summary;
     CaseResult result = run_with_child(*exporter, "range-import", settings, &summary);
     if (result.status != Status::Ok) return result;
@@ -292,13 +279,8 @@ CaseResult growth_update(const Settings& settings) {
     const int updates = settings.value_or_repetitions(20);
     std::size_t chunk_bytes = kUpdateChunkBytes;
     auto exporter = make_exporter(static_cast<std::size_t>(updates) + 1, 1, &chunk_bytes);
-    if (!exporter) {
-        if (exporter.error().code == ErrorCode::NotSupported) return skipped(exporter.error().describe());
-        return failed(exporter.error().describe());
-    }
-    auto layout = exporter->exporter.describe();
-    if (!layout) return failed(layout.error().describe());
-    if (auto sent = send_descriptor(exporter->here, *layout); !sent) return failed(sent.error().describe());
+    if (!exporter) return not_exported(exporter.error());
+    if (auto sent = send_layout(*exporter); !sent) return failed(sent.error().describe());
     // The exporter's side of each update: grow by one chunk, update(), send.
     std::vector<double> exporter_us;
     for (int i = 0; i < updates; ++i) {

@@ -23,6 +23,29 @@ constexpr detail::Operation kUpdate{"RangeExporter::update"};
 
 using Chunk = RangeExporter::Chunk;
 
+// A reference cuMemRetainAllocationHandle gave, released by give_back() (its
+// refusal reported) or, failing that, by the destructor, once more, silently.
+class Retained {
+public:
+    explicit Retained(CUmemGenericAllocationHandle handle) noexcept : handle_(handle) {}
+    Retained(const Retained&) = delete;
+    Retained& operator=(const Retained&) = delete;
+    ~Retained() {
+        if (handle_ != 0) (void)call_driver(&DriverTable::cuMemRelease_v10020, handle_);
+    }
+    CUmemGenericAllocationHandle get() const noexcept { return handle_; }
+    // Hands the reference to a new owner.
+    CUmemGenericAllocationHandle take() noexcept { return std::exchange(handle_, 0); }
+    Result<void> give_back() {
+        CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, handle_));
+        handle_ = 0;
+        return ok();
+    }
+
+private:
+    CUmemGenericAllocationHandle handle_;
+};
+
 // The chunks mapped from `base` up to the first unmapped byte of the
 // `reserved` bytes: each mapping's place and physical handle (a retained
 // reference, given back at once: only its value is kept).
@@ -46,7 +69,8 @@ Result<std::vector<Chunk>> mapped_prefix(CUdeviceptr base, std::size_t reserved,
             return op.not_supported("cuMemRetainAllocationHandle",
                                     "the driver gives no handle for the mapping at " + detail::hex(address) +
                                         " (it has no cuMemRetainAllocationHandle, CUDA 11.0)");
-        CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, *retained));
+        Retained reference(*retained);
+        CUDYN_TRY(reference.give_back());
         chunks.push_back(Chunk{offset, mapping->size, *retained});
         offset += mapping->size;
     }
@@ -57,15 +81,16 @@ Result<std::vector<Chunk>> mapped_prefix(CUdeviceptr base, std::size_t reserved,
 // retained reference, given back when the PhysicalMemory goes.
 Result<PhysicalMemory> chunk_memory(CUdeviceptr base, const Chunk& chunk, const detail::Operation& op) {
     CUDYN_TRY_ASSIGN(const auto retained, detail::retain_vmm(base + chunk.offset));
+    Retained reference(retained ? *retained : 0);
     if (!retained || *retained != chunk.handle) {
-        if (retained) (void)call_driver(&DriverTable::cuMemRelease_v10020, *retained);
+        if (retained) CUDYN_TRY(reference.give_back());
         return op.invalid("the chunk at offset " + std::to_string(chunk.offset) +
                           " is no longer mapped there: the range changed since it was published (take an update())");
     }
     PhysicalMemoryInfo info;
     info.size_bytes = chunk.size;
     info.granularity = chunk.size;  // where the driver cannot say (a size is a multiple of itself)
-    return detail::adopt_imported(*retained, info, op);
+    return detail::adopt_imported(reference.take(), info, op);
 }
 
 // The handle of one chunk's memory, as the range carries it.
@@ -124,7 +149,7 @@ Result<RangeExporter> RangeExporter::create(CUdeviceptr address) {
     if (!retained)
         return kCreate.invalid("address " + detail::hex(address) +
                                " is not mapped VMM memory (cuMemCreate memory mapped with cuMemMap)");
-    CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, *retained));
+    CUDYN_TRY(Retained(*retained).give_back());
     void* start = nullptr;
     std::size_t reserved = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&start),

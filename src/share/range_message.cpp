@@ -57,6 +57,31 @@ std::uint64_t RangeDescriptor::listed_bytes() const noexcept {
     return bytes;
 }
 
+Result<RangeDescriptor> RangeDescriptor::duplicate() const {
+    RangeDescriptor copy;
+    copy.exporter = exporter;
+    copy.range_id = range_id;
+    copy.reserved_bytes = reserved_bytes;
+    copy.alignment_bytes = alignment_bytes;
+    copy.generation = generation;
+    copy.base_generation = base_generation;
+    copy.kept_chunks = kept_chunks;
+    copy.chunks.reserve(chunks.size());
+    for (const RangeChunk& chunk : chunks) {
+        RangeChunk same;
+        same.offset_bytes = chunk.offset_bytes;
+        same.size_bytes = chunk.size_bytes;
+        same.location = chunk.location;
+        same.handle_type = chunk.handle_type;
+        same.fabric = chunk.fabric;
+        if (chunk.fd) {
+            CUDYN_TRY_ASSIGN(same.fd, chunk.fd.duplicate());
+        }
+        copy.chunks.push_back(std::move(same));
+    }
+    return copy;
+}
+
 Result<void> RangeDescriptor::validate() const {
     if (exporter.pid() == 0 || exporter.token() == 0) return kDescriptor.invalid("it names no exporter");
     if (range_id == 0) return kDescriptor.invalid("it names no range (range id 0)");

@@ -53,6 +53,9 @@
 #include "cudyn/device/event.hpp"
 #include "cudyn/device/peer_access.hpp"
 #include "cudyn/memory/peer_copy.hpp"
+#include "cudyn/share/range_sharing.hpp"
+
+#include "core/wire_format.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -701,6 +704,81 @@ int sweep_sharer_role(int, char**) {
 }
 const cudyn_test::ChildRole sweep_sharer("fault-sweep-sharer", sweep_sharer_role);
 
+// ---- sharing a whole range ------------------------------------------------------------------------
+
+// A shareable GrowableBuffer of `chunks` chunks (room for 8), filled.
+GrowableBuffer shareable_growable(std::size_t chunks) {
+    auto buffer = take(GrowableBuffer::create(
+        AllocationProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor), 8 * kChunk));
+    require_ok(buffer.grow_to(chunks * kChunk));
+    require_ok(take(buffer.device_span_as<std::uint32_t>()).fill(kStamp));
+    return buffer;
+}
+
+// `descriptor` as another process receives it (import_range refuses a
+// process's own exports): another exporter identity, its own descriptors.
+cudyn::RangeDescriptor received(const cudyn::RangeDescriptor& descriptor) {
+    auto copy = take(descriptor.duplicate());
+    copy.exporter = cudyn::detail::RecordAccess::exporter(descriptor.exporter.pid() + 1, descriptor.exporter.token() ^ 1);
+    return copy;
+}
+
+std::vector<Row> range_rows() {
+    return {
+        {"RangeExporter::create (three chunks)",
+         [](Trial& t) {
+             auto buffer = shareable_growable(3);
+             t.operation([&] { return cudyn::RangeExporter::create(buffer); });
+         }},
+        {"RangeExporter::update (two chunks grown)",
+         [](Trial& t) {
+             auto buffer = shareable_growable(1);
+             auto exporter = take(cudyn::RangeExporter::create(buffer));
+             require_ok(buffer.grow_to(3 * kChunk));
+             t.operation([&] { return exporter.update(); });
+             if (t.injected()) {  // nothing published: a retry sends the same update
+                 CHECK(exporter.generation() == 1);
+                 const auto retried = take(exporter.update());
+                 CHECK(retried.kept_chunks == 1);
+                 CHECK(retried.chunks.size() == 2);
+             }
+         }},
+        {"import_range (three chunks)",
+         [](Trial& t) {
+             auto buffer = shareable_growable(3);
+             const auto layout = take(take(cudyn::RangeExporter::create(buffer)).describe());
+             t.operation([&] { return cudyn::import_range(received(layout)); });
+             auto again = take(cudyn::import_range(received(layout)));
+             CHECK(all_equal(again.device_address(), again.size_bytes(), kStamp));
+         }},
+        {"ImportedRange::apply (two chunks grown)",
+         [](Trial& t) {
+             auto buffer = shareable_growable(1);
+             auto exporter = take(cudyn::RangeExporter::create(buffer));
+             auto imported = take(cudyn::import_range(received(take(exporter.describe()))));
+             require_ok(buffer.grow_to(3 * kChunk));
+             require_ok(take(buffer.device_span_as<std::uint32_t>()).fill(kStamp));
+             const auto update = take(exporter.update());
+             t.operation([&] { return imported.apply(received(update)); });
+             if (t.injected()) {  // a growth that failed leaves the import as it was
+                 CHECK(imported.chunk_count() == 1);
+                 CHECK(imported.generation() == 1);
+                 require_ok(imported.apply(received(update)));
+             }
+             CHECK(all_equal(imported.device_address(), 3 * kChunk, kStamp));
+         }},
+        {"ImportedRange::close (three chunks)",
+         [](Trial& t) {
+             auto buffer = shareable_growable(3);
+             auto imported =
+                 take(cudyn::import_range(received(take(take(cudyn::RangeExporter::create(buffer)).describe()))));
+             t.operation([&] { return imported.close(); });
+             if (t.injected()) require_ok(imported.close());  // what the driver kept is still held
+             CHECK(imported.empty());
+         }},
+    };
+}
+
 }  // namespace
 
 TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn (fabric ones modelled)",
@@ -719,6 +797,7 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
                                  take(receive_descriptor<cudyn::PoolPointerDescriptor>(sharer.channel, kMemDescriptor))};
     std::vector<Row> all_rows = rows(peer_memory, peer_event);
     for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
+    for (Row& row : range_rows()) all_rows.push_back(std::move(row));
 
     std::size_t total = 0;
     for (const Row& row : all_rows) {

@@ -74,6 +74,10 @@ struct RangeDescriptor {
     std::vector<RangeChunk> chunks;     // the chunks after the kept ones, in address order
 
     bool is_update() const noexcept { return base_generation != 0; }
+    // The same descriptor with descriptors of its own (each chunk's file
+    // descriptor duplicated): to import it again, or to keep a copy while
+    // the original is consumed.
+    Result<RangeDescriptor> duplicate() const;
     // Bytes the chunks listed here cover.
     std::uint64_t listed_bytes() const noexcept;
     // The checks an importer makes before any driver call, InvalidArgument

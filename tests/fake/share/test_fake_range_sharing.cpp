@@ -238,28 +238,24 @@ TEST_CASE("a shared range imported and updated in place: access, base address, g
         CHECK(chunks_hold(imported.device_address(), {1, 1, 1}));
         CHECK(take(imported.device_span_as<std::uint32_t>()).size() == 3 * kChunk / 4);
 
+        // The same range found from an address inside it, without the buffer.
+        RangeExporter found = take(RangeExporter::create(buffer.device_address() + kChunk + 64));
+        CHECK(found.device_address() == buffer.device_address());
+        CHECK(found.reserved_bytes() == kCapacity);
+        CHECK(found.chunk_count() == 3);
+        RangeDescriptor found_layout = take(found.describe());
+        CHECK(found_layout.alignment_bytes == kChunk);
+        CHECK(found_layout.chunks.back().offset_bytes == 2 * kChunk);
+        ImportedRange again = take(cudyn::import_range(as_if_from_another(take(found_layout.duplicate()))));
+        CHECK(chunks_hold(again.device_address(), {1, 1, 1}));
+        require_ok(again.close());
+
         // An update is refused where it does not follow, and leaves the import alone.
         require_ok(buffer.grow_to(4 * kChunk));
         fill_chunks(buffer, 3, 4, 2);
         RangeDescriptor update = as_if_from_another(take(exporter.update()));
         const auto forged = [&update](auto change) {
-            RangeDescriptor copy;
-            copy.exporter = update.exporter;
-            copy.range_id = update.range_id;
-            copy.reserved_bytes = update.reserved_bytes;
-            copy.alignment_bytes = update.alignment_bytes;
-            copy.generation = update.generation;
-            copy.base_generation = update.base_generation;
-            copy.kept_chunks = update.kept_chunks;
-            for (const RangeChunk& chunk : update.chunks) {
-                RangeChunk same;
-                same.offset_bytes = chunk.offset_bytes;
-                same.size_bytes = chunk.size_bytes;
-                same.location = chunk.location;
-                same.handle_type = chunk.handle_type;
-                same.fd = take(chunk.fd.duplicate());
-                copy.chunks.push_back(std::move(same));
-            }
+            RangeDescriptor copy = take(update.duplicate());
             change(copy);
             return copy;
         };
