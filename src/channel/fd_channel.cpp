@@ -534,8 +534,9 @@ Result<ChannelMessage> FdChannel::receive(std::chrono::milliseconds timeout) {
 
     const std::size_t announced = single ? 1 : listed;
     if (descriptors.size() < announced)
-        return kReceive.io("the frame announced " + std::to_string(announced) + " descriptors but " +
-                           std::to_string(descriptors.size()) + " arrived");
+        return kReceive.io(single ? std::string("the frame announced a descriptor but none arrived")
+                                  : "the frame announced " + std::to_string(announced) + " descriptors but " +
+                                        std::to_string(descriptors.size()) + " arrived");
     if (descriptors.size() > announced)
         return kReceive.io("the peer sent " + std::to_string(descriptors.size()) +
                            " descriptors with a message that carries " + std::to_string(announced));

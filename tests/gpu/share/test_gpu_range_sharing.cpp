@@ -8,6 +8,8 @@
 // Then the producer shrinks without telling the consumer yet: the consumer
 // still reads the dropped chunks' bytes (the driver keeps physical memory
 // while a process maps it) until it applies the update that drops them.
+// Last, the producer releases and restores its memory with new bytes: the
+// update replaces every chunk.
 #include "support/catch.hpp"
 #include "support/child_process.hpp"
 #include "support/ipc_helpers.hpp"
@@ -46,18 +48,22 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kPart = 8 * kMiB;  // what each growth adds
 constexpr std::size_t kCapacity = 4 * kPart;
 
-std::uint32_t word_of(std::size_t part) { return 0x51000000u + static_cast<std::uint32_t>(part); }
+// What every word of `part` holds; `salt` changes once the producer's
+// memory was released and restored, so stale chunks would show.
+std::uint32_t word_of(std::size_t part, std::uint64_t salt) {
+    return 0x51000000u + static_cast<std::uint32_t>(salt << 8) + static_cast<std::uint32_t>(part);
+}
 
 // The sum (mod 2^32) of `parts` parts, each all its own word.
-std::uint32_t expected_sum(std::size_t parts) {
+std::uint32_t expected_sum(std::size_t parts, std::uint64_t salt) {
     std::uint32_t sum = 0;
     for (std::size_t part = 0; part < parts; ++part)
-        sum += static_cast<std::uint32_t>(kPart / 4) * word_of(part);
+        sum += static_cast<std::uint32_t>(kPart / 4) * word_of(part, salt);
     return sum;
 }
 
 // The consumer: argv = {device ordinal}. Imports the range, then for each
-// message of u64 "parts mapped, apply first?" checks the mapped bytes with a
+// message of u64 "parts mapped, apply first?, salt" checks the mapped bytes with a
 // kernel, applying the update first when told to, and answers kDone.
 int consumer_role(int, char** argv) {
     const int ordinal = std::atoi(argv[0]);
@@ -78,7 +84,7 @@ int consumer_role(int, char** argv) {
                 auto step = channel.receive(kRawBytes, kGpuStep);
                 if (!step && step.error().code == cudyn::ErrorCode::Io) break;  // the producer is done
                 if (!ok(check, step, "the next step")) return;
-                std::uint64_t order[2] = {0, 0};  // parts, apply an update first
+                std::uint64_t order[3] = {0, 0, 0};  // parts, apply an update first, salt
                 std::memcpy(order, step->payload.data(), sizeof order);
                 if (order[1] != 0) {
                     auto update = cudyn::receive_range(channel, kGpuStep);
@@ -95,9 +101,9 @@ int consumer_role(int, char** argv) {
                 std::uint32_t got = 0;
                 if (!ok(check, sum->device_span().copy_to(cudyn::HostSpan<std::uint32_t>(&got, 1)), "read the sum"))
                     return;
-                check.expect(got == expected_sum(static_cast<std::size_t>(order[0])),
-                             "the kernel's sum of " + std::to_string(order[0]) + " parts is " + std::to_string(got) +
-                                 ", expected " + std::to_string(expected_sum(static_cast<std::size_t>(order[0]))));
+                const std::uint32_t expected = expected_sum(static_cast<std::size_t>(order[0]), order[2]);
+                check.expect(got == expected, "the kernel's sum of " + std::to_string(order[0]) + " parts is " +
+                                                  std::to_string(got) + ", expected " + std::to_string(expected));
                 ok(check, send_tag(channel, kDone, kGpuStep), "send 'done'");
             }
             ok(check, imported->close(), "close the import");
@@ -106,8 +112,8 @@ int consumer_role(int, char** argv) {
 }
 const cudyn_test::ChildRole consumer("gpu-range-consumer", consumer_role);
 
-void tell(ParentSide& side, std::uint64_t parts, bool update_follows) {
-    const std::uint64_t order[2] = {parts, update_follows ? 1u : 0u};
+void tell(ParentSide& side, std::uint64_t parts, bool update_follows, std::uint64_t salt = 0) {
+    const std::uint64_t order[3] = {parts, update_follows ? 1u : 0u, salt};
     require_ok(side.channel.send(kRawBytes, order, sizeof order, -1, kGpuStep));
 }
 
@@ -120,7 +126,7 @@ void produce(int consumer_device) {
     auto buffer = take(cudyn::GrowableBuffer::create(
         AllocationProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor), kCapacity));
     require_ok(buffer.grow_to(kPart));
-    require_ok(kernels.fill_u32(buffer.device_address(), kPart / 4, word_of(0)));
+    require_ok(kernels.fill_u32(buffer.device_address(), kPart / 4, word_of(0, 0)));
     require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxSynchronize_v2000));
     auto exporter = take(cudyn::RangeExporter::create(buffer));
     ParentSide side = start_child("gpu-range-consumer", {std::to_string(consumer_device)});
@@ -131,7 +137,7 @@ void produce(int consumer_device) {
     for (std::size_t parts = 2; parts <= 4; ++parts) {
         const std::size_t had = buffer.chunk_count();
         require_ok(buffer.grow_to(parts * kPart));
-        require_ok(kernels.fill_u32(buffer.device_address() + (parts - 1) * kPart, kPart / 4, word_of(parts - 1)));
+        require_ok(kernels.fill_u32(buffer.device_address() + (parts - 1) * kPart, kPart / 4, word_of(parts - 1, 0)));
         require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxSynchronize_v2000));
         auto update = take(exporter.update());
         CHECK(update.kept_chunks == had);
@@ -149,6 +155,19 @@ void produce(int consumer_device) {
     CHECK(shrink.chunks.empty());
     tell(side, 1, true);
     require_ok(cudyn::send_descriptor(side.channel, shrink, kGpuStep));
+    (void)take(side.channel.receive(kDone, kGpuStep));
+
+    // Released and restored: new physical memory at the same addresses, new
+    // bytes. The update must replace every chunk (the exporter tells them by
+    // the driver's handle), or the consumer would still read the old ones.
+    require_ok(buffer.release_physical());
+    require_ok(buffer.restore());
+    require_ok(kernels.fill_u32(buffer.device_address(), kPart / 4, word_of(0, 1)));
+    require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxSynchronize_v2000));
+    auto restored = take(exporter.update());
+    CHECK(restored.kept_chunks == 0);
+    tell(side, 1, true, 1);
+    require_ok(cudyn::send_descriptor(side.channel, restored, kGpuStep));
     (void)take(side.channel.receive(kDone, kGpuStep));
 
     require_ok(side.channel.close());
