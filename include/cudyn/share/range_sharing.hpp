@@ -102,9 +102,11 @@ public:
     // without a shareable handle type, and where this driver cannot say
     // where mappings lie (before CUDA 11.7); InvalidArgument for an empty buffer.
     static Result<RangeExporter> create(const GrowableBuffer& buffer);
-    // The reservation `address` lies in, found by asking the driver
-    // (cuMemGetAddressRange, then the mappings from its start), as generation 1.
-    // InvalidArgument for a null address or one that is not mapped VMM memory.
+    // The reservation `address` lies in, found by asking the driver (the
+    // pointer's RANGE_START_ADDR / RANGE_SIZE, then the mappings from the
+    // start), as generation 1; its alignment is the first chunk's
+    // granularity. InvalidArgument for a null address or one that is not
+    // mapped VMM memory.
     static Result<RangeExporter> create(CUdeviceptr address);
 
     RangeExporter() noexcept = default;  // empty
