@@ -16,7 +16,6 @@ namespace cudyn {
 namespace {
 
 constexpr detail::Operation kDescriptor{"RangeDescriptor"};
-constexpr detail::Operation kSend{"send_descriptor"};
 constexpr detail::Operation kReceive{"receive_range"};
 
 bool power_of_two(std::uint64_t value) noexcept { return value != 0 && (value & (value - 1)) == 0; }
