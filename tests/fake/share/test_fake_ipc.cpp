@@ -355,10 +355,11 @@ int connect_and_send_role(int argc, char** argv) {
 const cudyn_test::ChildRole connect_and_send("connect-and-send", connect_and_send_role);
 
 // The frame the channel writes, for tests that forge one.
-std::array<std::uint8_t, 32> forged_frame(std::uint32_t tag, std::uint32_t flags, std::uint32_t size) {
+std::array<std::uint8_t, 32> forged_frame(std::uint32_t tag, std::uint32_t flags, std::uint32_t size,
+                                          std::uint32_t descriptors = 0) {
     std::array<std::uint8_t, 32> frame{};
     std::memcpy(frame.data(), "CUDYNMSG", 8);
-    const std::uint32_t fields[] = {1u | (32u << 16), 0u, tag, flags, size, 0u};
+    const std::uint32_t fields[] = {1u | (32u << 16), 0u, tag, flags, size, descriptors};
     std::memcpy(frame.data() + 8, fields, sizeof fields);  // little-endian host
     return frame;
 }
@@ -743,6 +744,14 @@ TEST_CASE("channel messages carry bytes and a validated descriptor; bad frames a
         const auto announcing = forged_frame(3, 1, 0);
         REQUIRE(::write(a.socket().get(), announcing.data(), announcing.size()) == 32);
         require_error(b.receive(), ErrorCode::Io, "announced a descriptor but none arrived");
+        // A list of descriptors (flag 2) that never came, more than a message carries, or both flags.
+        const auto listing = forged_frame(3, 2, 0, 2);
+        REQUIRE(::write(a.socket().get(), listing.data(), listing.size()) == 32);
+        require_error(b.receive(), ErrorCode::Io, "announced 2 descriptors but 0 arrived");
+        for (const auto& malformed : {forged_frame(3, 2, 0, 254), forged_frame(3, 3, 0, 1), forged_frame(3, 0, 0, 1)}) {
+            REQUIRE(::write(a.socket().get(), malformed.data(), malformed.size()) == 32);
+            require_error(b.receive(), ErrorCode::Io, "malformed frame");
+        }
         const auto oversized = forged_frame(3, 0, 1u << 30);
         REQUIRE(::write(a.socket().get(), oversized.data(), oversized.size()) == 32);
         require_error(b.receive(), ErrorCode::Io, "malformed frame");
