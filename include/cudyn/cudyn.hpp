@@ -35,6 +35,9 @@
 #include "cudyn/memory/prefetch_plan.hpp"
 #include "cudyn/memory/stream_attachment.hpp"
 #include "cudyn/memory/zero_copy_buffer.hpp"
+#include "cudyn/memory/pitched_span.hpp"
+#include "cudyn/memory/pitched_buffer.hpp"
+#include "cudyn/memory/copy_3d.hpp"
 
 #include "cudyn/vmm/address_range.hpp"
 #include "cudyn/vmm/allocation_properties.hpp"

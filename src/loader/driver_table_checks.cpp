@@ -37,6 +37,15 @@ static_assert(std::is_same_v<PFN_cuMemcpyBatchAsync_v13000,
                                                 CUmemcpyAttributes*, std::size_t*, std::size_t, CUstream)>,
               "PFN_cuMemcpyBatchAsync_v13000 is not the 13.0 ABI (no failIdx)");
 
+// cuMemcpy3DBatchAsync changed ABI the same way (failIdx dropped in 13.0).
+static_assert(std::is_same_v<PFN_cuMemcpy3DBatchAsync_v12080,
+                             CUresult(CUDAAPI*)(std::size_t, CUDA_MEMCPY3D_BATCH_OP*, std::size_t*, unsigned long long,
+                                                CUstream)>,
+              "PFN_cuMemcpy3DBatchAsync_v12080 is not the 12.8 ABI (failIdx before the flags)");
+static_assert(std::is_same_v<PFN_cuMemcpy3DBatchAsync_v13000,
+                             CUresult(CUDAAPI*)(std::size_t, CUDA_MEMCPY3D_BATCH_OP*, unsigned long long, CUstream)>,
+              "PFN_cuMemcpy3DBatchAsync_v13000 is not the 13.0 ABI (no failIdx)");
+
 static_assert(std::is_standard_layout_v<DriverTable>, "DriverTable offsets are used by the loader");
 static_assert(sizeof(DriverTable) == driver_entry_count * sizeof(void*), "one pointer per listed entry");
 

@@ -5,6 +5,7 @@
 #include "cudyn/core/error.hpp"
 #include "cudyn/core/location.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/memory/copy_3d.hpp"
 #include "cudyn/memory/managed_range.hpp"
 
 #include <cuda.h>
@@ -54,6 +55,18 @@ inline void note_failed_step(Error& error, const char* noun, std::size_t index, 
     error.message += " (" + std::string(noun) + " " + std::to_string(index + 1) + " of " + std::to_string(count) +
                      ", index " + std::to_string(index) + ", failed; " + issued + ")";
 }
+
+// ---- pitched copies ----------------------------------------------------------------------------
+
+// InvalidArgument naming what was wrong unless both spans are there, the
+// extent is not empty, the destination is writable and the box lies inside
+// both spans; `operation` names the caller.
+Result<void> check_pitched_copy(const PitchedCopy& copy, const char* operation);
+// The address of `offset` in `span` (checked to lie inside by the above).
+CUdeviceptr pitched_address(const PitchedSpan& span, const Offset3D& offset) noexcept;
+// The driver's description of a checked copy: host spans as host memory,
+// device spans as unified addresses.
+CUDA_MEMCPY3D copy_descriptor(const PitchedCopy& copy) noexcept;
 
 // ---- advice and prefetch locations -------------------------------------------------------------
 

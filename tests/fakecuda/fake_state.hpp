@@ -423,6 +423,8 @@ bool finished(const Dependency& work);
 // Allocation containing [p, p+n) (n may be 0 = just p), through host
 // addresses. nullptr when none.
 Allocation* find_allocation(State& st, std::uintptr_t p, std::size_t n = 0);
+// cuMemAlloc's allocation (also behind cuMemAllocPitch).
+CUresult allocate_device_memory(State& st, CUdeviceptr* dptr, std::size_t bytesize);
 // Allocation whose registered alias contains p; *offset gets p - alias.
 Allocation* find_alias(State& st, std::uintptr_t p, std::size_t* offset);
 // Resolve a device address range (any tracked kind, registered aliases

@@ -238,6 +238,42 @@ CUresult prefetch_batch(const char* entry, bool per_thread_entry, CUdeviceptr* d
     }
     return enqueue_migration(st, queue, std::move(ranges));
 }
+
+// cuMemDiscardBatchAsync and the discard half of
+// cuMemDiscardAndPrefetchBatchAsync: the same refusals as the prefetch batch
+// (null arrays, count 0, flags, the legacy NULL stream, a device without
+// CONCURRENT_MANAGED_ACCESS, a range outside managed memory), then, in stream
+// order, every byte of each range is overwritten with fakecuda_discard_poison
+// (0xDD): the driver leaves a discarded range's contents indeterminate, and
+// poison catches a reader that relies on them surviving.
+CUresult discard_batch(bool per_thread_entry, CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                       unsigned long long flags, CUstream s) {
+    State& st = fake::state();
+    if (!dptrs || !sizes || count == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (s == CU_STREAM_LEGACY || (s == nullptr && !per_thread_entry)) return CUDA_ERROR_INVALID_VALUE;
+    for (int d = 0; d < st.device_count; ++d) {
+        if (fake::attribute(st, d, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) == 0)
+            return CUDA_ERROR_INVALID_DEVICE;
+    }
+    std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
+    for (size_t i = 0; i < count; ++i) {
+        const auto p = static_cast<std::uintptr_t>(dptrs[i]);
+        const Allocation* a = fake::find_allocation(st, p, sizes[i]);
+        if (sizes[i] == 0 || !a || a->kind != Kind::Managed) return CUDA_ERROR_INVALID_VALUE;
+        ranges.emplace_back(p, sizes[i]);
+    }
+    std::shared_ptr<fake::Queue> queue;
+    if (CUresult rc = fake::stream_queue(st, s, per_thread_entry, &queue)) return rc;
+    fake::enqueue(st, queue, [ranges](State& state) {
+        for (const auto& range : ranges) {
+            const Allocation* a = fake::find_allocation(state, range.first, range.second);
+            if (!a || a->kind != Kind::Managed) return CUDA_ERROR_ILLEGAL_ADDRESS;
+            std::memset(reinterpret_cast<void*>(range.first), FAKECUDA_DISCARD_POISON, range.second);
+        }
+        return CUDA_SUCCESS;
+    });
+    return CUDA_SUCCESS;
+}
 #endif
 
 }  // namespace
@@ -342,6 +378,58 @@ FAKE_API CUresult CUDAAPI cuMemPrefetchBatchAsync_ptsz(CUdeviceptr* dptrs, size_
     FAKE_ENTER(fake::kNeedsInit);
     return prefetch_batch(__func__, true, dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
                           flags, hStream);
+}
+#endif
+
+// ---- discard -----------------------------------------------------------------------------------------------
+
+#if FAKE_HAS(13000)
+FAKE_API CUresult CUDAAPI cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                 unsigned long long flags, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return discard_batch(false, dptrs, sizes, count, flags, hStream);
+}
+
+FAKE_API CUresult CUDAAPI cuMemDiscardBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                      unsigned long long flags, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return discard_batch(true, dptrs, sizes, count, flags, hStream);
+}
+
+// The discard, then the prefetch, checked whole before either is queued.
+namespace {
+CUresult discard_and_prefetch(const char* entry, bool per_thread_entry, CUdeviceptr* dptrs, size_t* sizes,
+                              size_t count, CUmemLocation* locs, size_t* locIdxs, size_t numLocs,
+                              unsigned long long flags, CUstream s) {
+    State& st = fake::state();
+    if (!locs || !locIdxs || numLocs == 0 || numLocs > count) return CUDA_ERROR_INVALID_VALUE;
+    std::vector<Span> spans(count);
+    size_t k = 0;
+    for (size_t i = 0; i < count && dptrs && sizes; ++i) {
+        while (k + 1 < numLocs && locIdxs[k + 1] <= i) ++k;
+        if (CUresult rc = prefetch_check(st, dptrs[i], sizes[i], locs[k], &spans[i])) return rc;
+    }
+    if (CUresult rc = discard_batch(per_thread_entry, dptrs, sizes, count, flags, s)) return rc;
+    return prefetch_batch(entry, per_thread_entry, dptrs, sizes, count, locs, locIdxs, numLocs, flags, s);
+}
+}  // namespace
+
+FAKE_API CUresult CUDAAPI cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                            CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                                            size_t numPrefetchLocs, unsigned long long flags,
+                                                            CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return discard_and_prefetch(__func__, false, dptrs, sizes, count, prefetchLocs, prefetchLocIdxs,
+                                numPrefetchLocs, flags, hStream);
+}
+
+FAKE_API CUresult CUDAAPI cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                                 CUmemLocation* prefetchLocs,
+                                                                 size_t* prefetchLocIdxs, size_t numPrefetchLocs,
+                                                                 unsigned long long flags, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return discard_and_prefetch(__func__, true, dptrs, sizes, count, prefetchLocs, prefetchLocIdxs,
+                                numPrefetchLocs, flags, hStream);
 }
 #endif
 

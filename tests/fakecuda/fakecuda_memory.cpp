@@ -248,9 +248,8 @@ CUresult pointer_attribute(void* data, int attr, const Allocation& a, bool via_a
 
 // ---- device memory ----------------------------------------------------------------------------
 
-FAKE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-    FAKE_ENTER(fake::kNeedsInit);
-    State& st = fake::state();
+// cuMemAlloc_v2's body, also cuMemAllocPitch_v2's (fakecuda_copy3d.cpp).
+CUresult fake::allocate_device_memory(State& st, CUdeviceptr* dptr, std::size_t bytesize) {
     if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     CUctx_st* ctx = fake::current_context(st);
     if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
@@ -278,6 +277,11 @@ FAKE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     dev.bytes_in_use += bytesize;
     *dptr = static_cast<CUdeviceptr>(base);
     return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return fake::allocate_device_memory(fake::state(), dptr, bytesize);
 }
 
 FAKE_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {

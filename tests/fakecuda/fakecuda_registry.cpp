@@ -27,6 +27,17 @@ static_assert(std::is_same<decltype(&cuMemcpyBatchAsync_v2), PFN_cuMemcpyBatchAs
               "cuMemcpyBatchAsync@13000 is the 13.0 ABI (without failIdx)");
 #endif
 
+#if FAKE_HAS(12080)
+static_assert(std::is_same<decltype(&cuMemcpy3DBatchAsync), PFN_cuMemcpy3DBatchAsync_v12080>::value &&
+                  std::is_same<decltype(&cuMemcpy3DBatchAsync_ptsz), PFN_cuMemcpy3DBatchAsync_v12080_ptsz>::value,
+              "cuMemcpy3DBatchAsync@12080 is the 12.8 ABI (with failIdx)");
+#endif
+#if FAKE_HAS(13000)
+static_assert(std::is_same<decltype(&cuMemcpy3DBatchAsync_v2), PFN_cuMemcpy3DBatchAsync_v13000>::value &&
+                  std::is_same<decltype(&cuMemcpy3DBatchAsync_v2_ptsz), PFN_cuMemcpy3DBatchAsync_v13000_ptsz>::value,
+              "cuMemcpy3DBatchAsync@13000 is the 13.0 ABI (without failIdx)");
+#endif
+
 template <typename F>
 void* fn(F* f) {
     return reinterpret_cast<void*>(f);
@@ -139,6 +150,27 @@ const fake::ProcEntry kEntries[] = {
     {"cuMemsetD32", 3020, fn(&cuMemsetD32_v2), fn(&cuMemsetD32_v2_ptds)},
     {"cuMemsetD32Async", 3020, fn(&cuMemsetD32Async), fn(&cuMemsetD32Async_ptsz)},
 
+    // pitched memory, 2D and 3D copies, 16-bit and 2D sets, 3D batches (fakecuda_copy3d.cpp)
+    {"cuMemAllocPitch", 3020, fn(&cuMemAllocPitch_v2), nullptr},
+    {"cuMemcpy2D", 3020, fn(&cuMemcpy2D_v2), fn(&cuMemcpy2D_v2_ptds)},
+    {"cuMemcpy2DAsync", 3020, fn(&cuMemcpy2DAsync_v2), fn(&cuMemcpy2DAsync_v2_ptsz)},
+    {"cuMemcpy3D", 3020, fn(&cuMemcpy3D_v2), fn(&cuMemcpy3D_v2_ptds)},
+    {"cuMemcpy3DAsync", 3020, fn(&cuMemcpy3DAsync_v2), fn(&cuMemcpy3DAsync_v2_ptsz)},
+    {"cuMemsetD16", 3020, fn(&cuMemsetD16_v2), fn(&cuMemsetD16_v2_ptds)},
+    {"cuMemsetD16Async", 3020, fn(&cuMemsetD16Async), fn(&cuMemsetD16Async_ptsz)},
+    {"cuMemsetD2D8", 3020, fn(&cuMemsetD2D8_v2), fn(&cuMemsetD2D8_v2_ptds)},
+    {"cuMemsetD2D8Async", 3020, fn(&cuMemsetD2D8Async), fn(&cuMemsetD2D8Async_ptsz)},
+    {"cuMemsetD2D16", 3020, fn(&cuMemsetD2D16_v2), fn(&cuMemsetD2D16_v2_ptds)},
+    {"cuMemsetD2D16Async", 3020, fn(&cuMemsetD2D16Async), fn(&cuMemsetD2D16Async_ptsz)},
+    {"cuMemsetD2D32", 3020, fn(&cuMemsetD2D32_v2), fn(&cuMemsetD2D32_v2_ptds)},
+    {"cuMemsetD2D32Async", 3020, fn(&cuMemsetD2D32Async), fn(&cuMemsetD2D32Async_ptsz)},
+#if FAKE_HAS(12080)
+    {"cuMemcpy3DBatchAsync", 12080, fn(&cuMemcpy3DBatchAsync), fn(&cuMemcpy3DBatchAsync_ptsz)},
+#endif
+#if FAKE_HAS(13000)
+    {"cuMemcpy3DBatchAsync", 13000, fn(&cuMemcpy3DBatchAsync_v2), fn(&cuMemcpy3DBatchAsync_v2_ptsz)},
+#endif
+
     // stream memory operations (fakecuda_stream_ops.cpp): the 8.0/9.0 ABI
     // and the 11.7 one
     {"cuStreamWriteValue32", 8000, fn(&cuStreamWriteValue32), nullptr},
@@ -175,6 +207,9 @@ const fake::ProcEntry kEntries[] = {
 #endif
 #if FAKE_HAS(13000)
     {"cuMemPrefetchBatchAsync", 13000, fn(&cuMemPrefetchBatchAsync), fn(&cuMemPrefetchBatchAsync_ptsz)},
+    {"cuMemDiscardBatchAsync", 13000, fn(&cuMemDiscardBatchAsync), fn(&cuMemDiscardBatchAsync_ptsz)},
+    {"cuMemDiscardAndPrefetchBatchAsync", 13000, fn(&cuMemDiscardAndPrefetchBatchAsync),
+     fn(&cuMemDiscardAndPrefetchBatchAsync_ptsz)},
 #endif
     {"cuMemRangeGetAttribute", 8000, fn(&cuMemRangeGetAttribute), nullptr},
     {"cuStreamAttachMemAsync", 6000, fn(&cuStreamAttachMemAsync), fn(&cuStreamAttachMemAsync_ptsz)},

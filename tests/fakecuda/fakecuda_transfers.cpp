@@ -6,6 +6,7 @@
 #include "fake_state.hpp"
 #include "fake_enum.hpp"
 #include "fake_pools.hpp"
+#include "fake_transfer.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -13,13 +14,7 @@
 #include <memory>
 #include <vector>
 
-namespace {
-
-using fake::Allocation;
-using fake::Kind;
-using fake::State;
-
-enum class Side { Device, Managed, Pinned, Pageable };
+namespace fake::transfer {
 
 Side side_of(State& st, std::uintptr_t p) {
     std::size_t offset = 0;
@@ -57,8 +52,6 @@ bool on_host(Side side) { return side == Side::Pinned || side == Side::Pageable;
 // "Device" is device, VMM-mapped, IPC-opened, managed and device-pool memory
 // (managed memory counts as pinned for sets); "pinned" is cuMemHostAlloc,
 // registered and host-pool memory; any other address is pageable.
-enum class Returns { AtOnce, Staged, WhenDone };
-
 Returns no_stream_copy(Side destination, Side source) {
     if (on_host(destination)) return Returns::WhenDone;  // to any host memory, from anywhere
     if (source == Side::Pageable) return Returns::Staged;
@@ -75,24 +68,6 @@ Returns async_copy(Side destination, Side source) {
 Returns no_stream_set(Side destination) {
     return destination == Side::Pinned || destination == Side::Managed ? Returns::WhenDone : Returns::AtOnce;
 }
-
-// One side of a transfer as the work finds it when it runs.
-struct Operand {
-    enum class How {
-        Device,   // a device address (resolve_device: aliases, VMM, tracked allocations)
-        Unified,  // any address, as cuMemcpy infers it
-        Host,     // a host pointer
-        Staged,   // a copy of pageable bytes taken at the call
-    } how = How::Device;
-    std::uintptr_t address = 0;
-    bool tracked = false;  // host memory the driver knew at the call (pinned): it must still be there
-    std::shared_ptr<std::vector<unsigned char>> staged;
-    // The device allocation (cuMemAlloc or pool block) the call found at the
-    // address: the work must find that one, not a later one at the same
-    // address (a pool reuses addresses at once), and may still use it after
-    // a cuMemFreeAsync until the free's position in its stream has run.
-    unsigned long long block = 0;
-};
 
 // With unified addressing the driver infers the kind from the address.
 // Tracked allocations are bounds-checked (registered aliases translated); any
@@ -213,6 +188,15 @@ CUresult check_present(State& st, const Operand& op, std::size_t n) {
     return locate(st, op, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+}  // namespace fake::transfer
+
+namespace {
+
+using fake::Allocation;
+using fake::Kind;
+using fake::State;
+using namespace fake::transfer;
+
 // ---- the entries' bodies ------------------------------------------------------------------
 
 CUresult memcpy_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream stream, bool has_stream,
@@ -274,13 +258,13 @@ CUresult memcpy_dtod(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream s
     return copy(st, queue, to, from, n, has_stream ? async_copy(to_side, from_side) : no_stream_copy(to_side, from_side));
 }
 
-// `count` elements of `width` (1 or 4) bytes, each set to `value`.
+// `count` elements of `width` (1, 2 or 4) bytes, each set to `value`.
 CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, std::size_t width, CUstream stream,
                       bool has_stream, bool per_thread) {
     State& st = fake::state();
     std::shared_ptr<fake::Queue> queue;
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
-    if (width == 4 && dst % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (dst % width != 0) return CUDA_ERROR_INVALID_VALUE;
     if (count == 0) return CUDA_SUCCESS;
     if (count > (~std::size_t{0}) / width) return CUDA_ERROR_INVALID_VALUE;
     const std::size_t n = count * width;
@@ -295,7 +279,7 @@ CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, st
             if (width == 1) {
                 std::memset(bytes, static_cast<int>(value & 0xFFu), count);
             } else {
-                for (std::size_t i = 0; i < count; ++i) std::memcpy(bytes + 4 * i, &value, 4);
+                for (std::size_t i = 0; i < count; ++i) std::memcpy(bytes + width * i, &value, width);
             }
             return CUDA_SUCCESS;
         },
@@ -584,6 +568,27 @@ FAKE_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned c
                                                CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
     return memset_words(dstDevice, uc, N, 1, hStream, kStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, us, N, 2, nullptr, kNoStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, us, N, 2, nullptr, kNoStream, kPerThread);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, us, N, 2, hStream, kStream, kLegacy);
+}
+
+FAKE_API CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                                                CUstream hStream) {
+    FAKE_ENTER(fake::kNeedsInit);
+    return memset_words(dstDevice, us, N, 2, hStream, kStream, kPerThread);
 }
 
 FAKE_API CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {

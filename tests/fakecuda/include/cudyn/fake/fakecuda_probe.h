@@ -75,6 +75,12 @@ struct fakecuda_proc_record {
     int status;
 };
 
+/* The byte every discarded byte of managed memory reads afterwards
+ * (cuMemDiscardBatchAsync, cuMemDiscardAndPrefetchBatchAsync, in stream
+ * order): the real driver leaves discarded contents indeterminate, and a
+ * fixed poison shows a program that relies on them surviving. */
+#define FAKECUDA_DISCARD_POISON 0xDD
+
 /* --- identity and lifetime ---------------------------------------------- */
 /* "emulated", "cuda12", "cuda11", "legacy", "stub" or "broken". */
 FAKECUDA_PROBE_API const char* fakecuda_variant(void);
