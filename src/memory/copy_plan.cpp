@@ -74,7 +74,7 @@ const char* to_string(CopyPlan::Path path) noexcept {
 // is judged by address alone.
 
 Result<void> CopyPlan::add_copy(Side destination, Side source, std::size_t element_size) {
-    const std::string copy = copy_text(sizes_.size());
+    const std::string copy = copy_text(size());
     const auto check = [&copy](const Side& side, const char* role) -> Result<void> {
         const std::string name = copy + role + (side.host ? " host span" : " device span");
         if (side.address == 0) return kAdd.invalid(name + (side.host ? " has a null data pointer" : " is empty"));
@@ -92,7 +92,7 @@ Result<void> CopyPlan::add_copy(Side destination, Side source, std::size_t eleme
 }
 
 Result<void> CopyPlan::add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes) {
-    const std::string copy = copy_text(sizes_.size());
+    const std::string copy = copy_text(size());
     if (destination == 0) return kAdd.invalid(copy + "the destination is address 0");
     if (source == 0) return kAdd.invalid(copy + "the source is address 0");
     if (bytes == 0) return kAdd.invalid(copy + "0 bytes (the driver refuses empty copies)");
@@ -100,7 +100,7 @@ Result<void> CopyPlan::add_bytes(CUdeviceptr destination, CUdeviceptr source, st
 }
 
 Result<void> CopyPlan::add_range(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes) {
-    const std::size_t index = sizes_.size();
+    const std::size_t index = size();
     const std::string where = std::string(kAdd.name()) + ": copy " + std::to_string(index);
     CUDYN_TRY(detail::check_address_range(destination, bytes, (where + ": the destination").c_str()));
     CUDYN_TRY(detail::check_address_range(source, bytes, (where + ": the source").c_str()));
@@ -111,42 +111,120 @@ Result<void> CopyPlan::add_range(CUdeviceptr destination, CUdeviceptr source, st
     if (destination <= source_last && source <= destination_last)
         return kAdd.invalid(copy + "the source (" + range_text(source, bytes) + ") overlaps its destination (" +
                             range_text(destination, bytes) + "): copies are memcpy, not memmove");
-    // The copies of a batch run in no order: none may write what another reads or writes.
-    constexpr const char* kNoOrder = " (the copies of a plan run in no particular order)";
-    if (auto other = overlapping(written_, destination, destination_last); other != written_.end())
-        return kAdd.invalid(copy + "the destination (" + range_text(destination, bytes) +
-                            ") overlaps the destination of copy " + std::to_string(other->second.copy) + kNoOrder);
-    if (overlapping(read_, destination, destination_last) != read_.end())
-        return kAdd.invalid(copy + "the destination (" + range_text(destination, bytes) +
-                            ") overlaps the source of an earlier copy" + kNoOrder);
-    if (auto other = overlapping(written_, source, source_last); other != written_.end())
-        return kAdd.invalid(copy + "the source (" + range_text(source, bytes) + ") overlaps the destination of copy " +
-                            std::to_string(other->second.copy) + kNoOrder);
-
+    const std::vector<Interval> written{{destination, destination_last}};
+    const std::vector<Interval> read{{source, source_last}};
+    CUDYN_TRY(check_dependencies(index, written, read));
     destinations_.push_back(destination);
     sources_.push_back(source);
     sizes_.push_back(bytes);
-    written_.emplace(destination, Written{destination_last, index});
-    // The union of the sources: merge [source, source_last] with what it touches.
-    CUdeviceptr first = source;
-    CUdeviceptr last = source_last;
-    auto it = read_.upper_bound(first);
-    if (it != read_.begin() && std::prev(it)->second >= first) --it;
-    while (it != read_.end() && it->first <= last) {
-        if (it->first < first) first = it->first;
-        if (it->second > last) last = it->second;
-        it = read_.erase(it);
+    record(index, written, read);
+    return ok();
+}
+
+// The copies of a batch run in no order: none may write what another reads or writes.
+Result<void> CopyPlan::check_dependencies(std::size_t index, const std::vector<Interval>& written,
+                                          const std::vector<Interval>& read) const {
+    const std::string copy = copy_text(index);
+    constexpr const char* kNoOrder = " (the copies of a plan run in no particular order)";
+    const auto text = [](const Interval& range) { return range_text(range.first, range.last - range.first + 1); };
+    for (const Interval& range : written) {
+        if (auto other = overlapping(written_, range.first, range.last); other != written_.end())
+            return kAdd.invalid(copy + "the destination (" + text(range) + ") overlaps the destination of copy " +
+                                std::to_string(other->second.copy) + kNoOrder);
+        if (overlapping(read_, range.first, range.last) != read_.end())
+            return kAdd.invalid(copy + "the destination (" + text(range) + ") overlaps the source of an earlier copy" +
+                                kNoOrder);
     }
-    read_.emplace(first, last);
+    for (const Interval& range : read)
+        if (auto other = overlapping(written_, range.first, range.last); other != written_.end())
+            return kAdd.invalid(copy + "the source (" + text(range) + ") overlaps the destination of copy " +
+                                std::to_string(other->second.copy) + kNoOrder);
+    return ok();
+}
+
+void CopyPlan::record(std::size_t index, const std::vector<Interval>& written, const std::vector<Interval>& read) {
+    for (const Interval& range : written) written_.emplace(range.first, Written{range.last, index});
+    // The union of the sources: merge each range with what it touches.
+    for (const Interval& range : read) {
+        CUdeviceptr first = range.first;
+        CUdeviceptr last = range.last;
+        auto it = read_.upper_bound(first);
+        if (it != read_.begin() && std::prev(it)->second >= first) --it;
+        while (it != read_.end() && it->first <= last) {
+            if (it->first < first) first = it->first;
+            if (it->second > last) last = it->second;
+            it = read_.erase(it);
+        }
+        read_.emplace(first, last);
+    }
+}
+
+namespace {
+
+// The rows a box of a pitched copy touches, one interval each (inclusive
+// ends); rows that follow one another without a gap are one interval.
+std::vector<CopyPlan::Interval> box_rows(const PitchedSpan& span, const Offset3D& offset, const Extent3D& extent) {
+    std::vector<CopyPlan::Interval> rows;
+    for (std::size_t z = 0; z < extent.depth; ++z)
+        for (std::size_t y = 0; y < extent.height; ++y) {
+            const CUdeviceptr first = detail::pitched_address(span, Offset3D{offset.x_bytes, offset.y + y, offset.z + z});
+            const CUdeviceptr last = first + (extent.width_bytes - 1);
+            if (!rows.empty() && rows.back().last + 1 == first) rows.back().last = last;
+            else rows.push_back({first, last});
+        }
+    return rows;
+}
+
+}  // namespace
+
+Result<void> CopyPlan::add_3d(const PitchedCopy& copy) {
+    const std::size_t index = size();
+    const std::string name = std::string(kAdd.name()) + "_3d: copy " + std::to_string(index);
+    CUDYN_TRY(detail::check_pitched_copy(copy, name.c_str()));
+    const std::vector<Interval> written = box_rows(copy.destination, copy.destination_offset, copy.extent);
+    const std::vector<Interval> read = box_rows(copy.source, copy.source_offset, copy.extent);
+    // Its own source and destination first: no row it reads may be one it writes.
+    std::map<CUdeviceptr, CUdeviceptr> own;
+    for (const Interval& range : written) own.emplace(range.first, range.last);
+    for (const Interval& range : read)
+        if (overlapping(own, range.first, range.last) != own.end())
+            return kAdd.invalid(copy_text(index) + "the source box overlaps its destination box (" +
+                                range_text(range.first, range.last - range.first + 1) +
+                                "): copies are memcpy, not memmove");
+    CUDYN_TRY(check_dependencies(index, written, read));
+
+    CUDA_MEMCPY3D_BATCH_OP op{};
+    const auto operand = [](const PitchedSpan& span, const Offset3D& offset, CUmemcpy3DOperand& side) {
+        side.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+        side.op.ptr.ptr = detail::pitched_address(span, offset);
+        side.op.ptr.rowLength = span.pitch();  // elements of 1 byte between pointer copies
+        side.op.ptr.layerHeight = span.height();
+    };
+    operand(copy.source, copy.source_offset, op.src);
+    operand(copy.destination, copy.destination_offset, op.dst);
+    op.extent.width = copy.extent.width_bytes;
+    op.extent.height = copy.extent.height;
+    op.extent.depth = copy.extent.depth;
+    op.srcAccessOrder = driver_order(order_);
+    copies_3d_.push_back(copy);
+    ops_3d_.push_back(op);
+    record(index, written, read);
     return ok();
 }
 
 void CopyPlan::clear() noexcept {
+    copies_3d_.clear();
+    ops_3d_.clear();
     destinations_.clear();
     sources_.clear();
     sizes_.clear();
     written_.clear();
     read_.clear();
+}
+
+void CopyPlan::set_source_order(SourceAccessOrder order) noexcept {
+    order_ = order;
+    for (CUDA_MEMCPY3D_BATCH_OP& op : ops_3d_) op.srcAccessOrder = driver_order(order);
 }
 
 void CopyPlan::reserve(std::size_t copies) {
@@ -217,6 +295,59 @@ Result<void> wait_until_sources_read(bool wait_for_sources, StreamRef stream, st
 }  // namespace
 
 Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_sources) const {
+    if (!sizes_.empty()) CUDYN_TRY(run_1d(path, stream));
+    if (!ops_3d_.empty()) {
+        auto issued = run_3d(path, stream);
+        if (!issued) {
+            Error error = std::move(issued).error();
+            if (!sizes_.empty())
+                error.message += " (the plan's " + std::to_string(sizes_.size()) + " 1D copies had been issued)";
+            return error;
+        }
+    }
+    // cuMemcpyAsync reads its source in stream order, and the batch does not
+    // keep DuringCall's promise for pageable memory: driver 580 read the tail
+    // of a 64 MiB pageable DURING_API_CALL source after the call had returned.
+    CUDYN_TRY(wait_until_sources_read(wait_for_sources, stream, size()));
+    return path;
+}
+
+Result<void> CopyPlan::run_3d(Path path, StreamRef stream) const {
+    const std::size_t count = ops_3d_.size();
+    const std::size_t first = sizes_.size();  // the 3D copies' numbers follow the 1D ones
+    const bool v13000 = path == Path::Batch13000 && has_entry(&DriverTable::cuMemcpy3DBatchAsync_v13000);
+    const bool v12080 = path == Path::Batch12080 && has_entry(&DriverTable::cuMemcpy3DBatchAsync_v12080);
+    if (!v13000 && !v12080) {
+        for (std::size_t i = 0; i < count; ++i) {
+            const CUDA_MEMCPY3D d = detail::copy_descriptor(copies_3d_[i]);
+            auto issued = call_driver(&DriverTable::cuMemcpy3DAsync_v3020, &d, stream.handle());
+            if (issued) continue;
+            Error error = std::move(issued).error();
+            detail::note_failed_step(error, "3D copy", i, count);
+            error.message += " (plan copy " + std::to_string(first + i) + ")";
+            return error;
+        }
+        return ok();
+    }
+    // The entries take a non-const array but only read it.
+    auto* ops = const_cast<CUDA_MEMCPY3D_BATCH_OP*>(ops_3d_.data());
+    std::size_t failed = SIZE_MAX;
+    auto issued = v13000 ? call_driver(&DriverTable::cuMemcpy3DBatchAsync_v13000, count, ops, 0ull, stream.handle())
+                         : call_driver(&DriverTable::cuMemcpy3DBatchAsync_v12080, count, ops, &failed, 0ull,
+                                       stream.handle());
+    if (issued) return ok();
+    Error error = std::move(issued).error();
+    error.message += " (one cuMemcpy3DBatchAsync call for the " + std::to_string(count) + " 3D copies; ";
+    if (failed < count)
+        error.message += "the driver named 3D copy index " + std::to_string(failed) + ", plan copy " +
+                         std::to_string(first + failed);
+    else
+        error.message += v13000 ? "its 13.0 ABI reports no index" : "the driver did not say which copy failed";
+    error.message += "; nothing of the batch was queued)";
+    return error;
+}
+
+Result<void> CopyPlan::run_1d(Path path, StreamRef stream) const {
     const std::size_t count = sizes_.size();
     if (path == Path::PerCopy) {
         for (std::size_t i = 0; i < count; ++i) {
@@ -227,9 +358,7 @@ Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_
             detail::note_failed_step(error, "copy", i, count);
             return error;
         }
-        // cuMemcpyAsync reads its source in stream order.
-        CUDYN_TRY(wait_until_sources_read(wait_for_sources, stream, count));
-        return path;
+        return ok();
     }
 
     // One attribute for every copy (attrIdxs = {0}). The entries take
@@ -246,14 +375,7 @@ Result<CopyPlan::Path> CopyPlan::run(Path path, StreamRef stream, bool wait_for_
                                     &attributes, &first_copy, std::size_t{1}, stream.handle())
                       : call_driver(&DriverTable::cuMemcpyBatchAsync_v12080, destinations, sources, sizes, count,
                                     &attributes, &first_copy, std::size_t{1}, &failed, stream.handle());
-    if (issued) {
-        // DuringCall promises the sources are read when execute returns, but
-        // the batch does not keep that promise for pageable memory: driver
-        // 580 read the tail of a 64 MiB pageable DURING_API_CALL source
-        // after the call had returned.
-        CUDYN_TRY(wait_until_sources_read(wait_for_sources, stream, count));
-        return path;
-    }
+    if (issued) return ok();
     Error error = std::move(issued).error();
     error.message += " (one call for the batch of " + std::to_string(count) + " copies; ";
     if (failed < count)

@@ -107,21 +107,30 @@ Result<void> set_device_bytes(const char* operation, DeviceExtent destination, s
     return finish_on_legacy_stream(call_driver(&DriverTable::cuMemsetD8_v3020, destination.address, byte, bytes));
 }
 
-Result<void> set_device_words(const char* operation, DeviceExtent destination, std::uint32_t value,
+Result<void> set_device_words(const char* operation, DeviceExtent destination, std::uint32_t value, std::size_t size,
                               const StreamRef* stream) {
     CUDYN_TRY_ASSIGN(const std::size_t bytes, extent_bytes(operation, destination, "the destination"));
-    // cuMemsetD32 needs a 4-byte-aligned address; say so instead of passing
+    // cuMemsetD16 / D32 need an aligned address; say so instead of passing
     // on the driver's bare INVALID_VALUE.
-    if (destination.address % 4 != 0 || bytes % 4 != 0)
-        return Operation(operation).invalid("a 32-bit fill needs a 4-byte-aligned address and a whole number of words");
-    const auto word = static_cast<unsigned int>(value);
+    if (destination.address % size != 0 || bytes % size != 0)
+        return Operation(operation).invalid("a " + std::to_string(size * 8) + "-bit fill needs a " +
+                                            std::to_string(size) +
+                                            "-byte-aligned address and a whole number of elements");
+    const std::size_t count = bytes / size;
+    const CUdeviceptr to = destination.address;
     if (stream != nullptr)
         return in_stream_context(*stream, [&] {
-            return call_driver(&DriverTable::cuMemsetD32Async_v3020, destination.address, word, bytes / 4,
+            if (size == 2)
+                return call_driver(&DriverTable::cuMemsetD16Async_v3020, to, static_cast<unsigned short>(value), count,
+                                   stream->handle());
+            return call_driver(&DriverTable::cuMemsetD32Async_v3020, to, static_cast<unsigned int>(value), count,
                                stream->handle());
         });
+    if (size == 2)
+        return finish_on_legacy_stream(
+            call_driver(&DriverTable::cuMemsetD16_v3020, to, static_cast<unsigned short>(value), count));
     return finish_on_legacy_stream(
-        call_driver(&DriverTable::cuMemsetD32_v3020, destination.address, word, bytes / 4));
+        call_driver(&DriverTable::cuMemsetD32_v3020, to, static_cast<unsigned int>(value), count));
 }
 
 Result<void> check_device_view(CUdeviceptr address, std::size_t bytes, std::size_t element_size,

@@ -15,6 +15,7 @@
 
 #include "cudyn/core/result.hpp"
 #include "cudyn/device/stream_ref.hpp"
+#include "cudyn/memory/copy_3d.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/host_span.hpp"
 
@@ -99,13 +100,20 @@ public:
     // memory; a host pointer as reinterpret_cast<CUdeviceptr>(pointer)).
     Result<void> add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes);
 
-    std::size_t size() const noexcept { return sizes_.size(); }
-    bool empty() const noexcept { return sizes_.empty(); }
+    // A 2D or 3D copy between pitched spans (copy_3d.hpp's checks, and the
+    // dependency check row by row). Issued by cuMemcpy3DBatchAsync in the
+    // ABI of the plan's path where the driver has that entry, else by one
+    // cuMemcpy3DAsync per 3D copy; the plan's source order applies.
+    Result<void> add_3d(const PitchedCopy& copy);
+
+    // Copies of both kinds; they share one numbering, in the order added.
+    std::size_t size() const noexcept { return sizes_.size() + ops_3d_.size(); }
+    bool empty() const noexcept { return size() == 0; }
     void clear() noexcept;
     void reserve(std::size_t copies);
 
     SourceAccessOrder source_order() const noexcept { return order_; }
-    void set_source_order(SourceAccessOrder order) noexcept { order_ = order; }
+    void set_source_order(SourceAccessOrder order) noexcept;
 
     // The path execute(stream) takes on this driver: decided from the entries
     // the driver has and the stream alone, before any call.
@@ -137,7 +145,20 @@ private:
     static CUdeviceptr host_address(T* pointer) noexcept {
         return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pointer));
     }
+public:
+    // A range of bytes, both ends included (for the dependency check).
+    struct Interval {
+        CUdeviceptr first;
+        CUdeviceptr last;
+    };
+
+private:
     Result<void> add_copy(Side destination, Side source, std::size_t element_size);
+    Result<void> check_dependencies(std::size_t index, const std::vector<Interval>& written,
+                                    const std::vector<Interval>& read) const;
+    void record(std::size_t index, const std::vector<Interval>& written, const std::vector<Interval>& read);
+    Result<void> run_1d(Path path, StreamRef stream) const;
+    Result<void> run_3d(Path path, StreamRef stream) const;
     Result<void> add_range(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes);
     Result<Path> run(Path path, StreamRef stream, bool wait_for_sources) const;
 
@@ -146,6 +167,9 @@ private:
     std::vector<CUdeviceptr> destinations_;
     std::vector<CUdeviceptr> sources_;
     std::vector<std::size_t> sizes_;
+    // The 2D/3D copies, as added and as the batch entry takes them.
+    std::vector<PitchedCopy> copies_3d_;
+    std::vector<CUDA_MEMCPY3D_BATCH_OP> ops_3d_;
     // Every destination so far (start -> end, copy index; they never overlap)
     // and the union of the sources (start -> end), for the dependency check.
     struct Written {

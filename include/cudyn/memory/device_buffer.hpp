@@ -65,13 +65,13 @@ public:
     // Every byte of the buffer set to `value` (cuMemsetD8).
     Result<void> set_bytes(std::uint8_t value) { return set_in(value, nullptr); }
     Result<void> set_bytes(std::uint8_t value, StreamRef stream) { return set_in(value, &stream); }
-    // Every element set to `value`, for 1- and 4-byte elements (cuMemsetD8 /
-    // cuMemsetD32).
-    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
+    // Every element set to `value`, for 1-, 2- and 4-byte elements
+    // (cuMemsetD8 / D16 / D32).
+    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 2 || sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value) {
         return fill_in(value, nullptr);
     }
-    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
+    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 2 || sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value, StreamRef stream) {
         return fill_in(value, &stream);
     }

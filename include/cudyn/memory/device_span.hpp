@@ -48,9 +48,10 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
 // Every byte set to `value` (cuMemsetD8).
 Result<void> set_device_bytes(const char* operation, DeviceExtent destination, std::uint8_t value,
                               const StreamRef* stream);
-// Every 4-byte word set to `value` (cuMemsetD32); the extent's bytes must be
+// Every `size`-byte (2 or 4) element set to `value` (cuMemsetD16 /
+// cuMemsetD32); the extent's bytes must be
 // a whole number of 4-byte-aligned words.
-Result<void> set_device_words(const char* operation, DeviceExtent destination, std::uint32_t value,
+Result<void> set_device_words(const char* operation, DeviceExtent destination, std::uint32_t value, std::size_t size,
                               const StreamRef* stream);
 // InvalidArgument unless `bytes` at `address` are whole, aligned elements.
 Result<void> check_device_view(CUdeviceptr address, std::size_t bytes, std::size_t element_size,
@@ -58,18 +59,23 @@ Result<void> check_device_view(CUdeviceptr address, std::size_t bytes, std::size
 Result<void> check_subspan(std::size_t first, std::size_t count, std::size_t size);
 
 // Every element of `destination` set to `value`: cuMemsetD8 for 1-byte
-// elements, cuMemsetD32 (with the value's bits) for 4-byte ones.
+// elements, cuMemsetD16 / cuMemsetD32 (with the value's bits) for 2- and
+// 4-byte ones.
 template <typename T>
 Result<void> fill_device(const char* operation, DeviceExtent destination, const T& value, const StreamRef* stream) {
-    static_assert(sizeof(T) == 1 || sizeof(T) == 4, "the table fills 1- and 4-byte elements (no cuMemsetD16)");
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "the driver fills 1-, 2- and 4-byte elements");
     if constexpr (sizeof(T) == 1) {
         std::uint8_t byte = 0;
         std::memcpy(&byte, &value, 1);
         return set_device_bytes(operation, destination, byte, stream);
+    } else if constexpr (sizeof(T) == 2) {
+        std::uint16_t half = 0;
+        std::memcpy(&half, &value, 2);
+        return set_device_words(operation, destination, half, 2, stream);
     } else {
         std::uint32_t word = 0;
         std::memcpy(&word, &value, 4);
-        return set_device_words(operation, destination, word, stream);
+        return set_device_words(operation, destination, word, 4, stream);
     }
 }
 
@@ -84,7 +90,7 @@ class DeviceSpan {
     template <typename U>
     using IfWritable = std::enable_if_t<!std::is_const_v<U>, int>;
     template <typename U>
-    using IfFillable = std::enable_if_t<!std::is_const_v<U> && (sizeof(U) == 1 || sizeof(U) == 4), int>;
+    using IfFillable = std::enable_if_t<!std::is_const_v<U> && (sizeof(U) == 1 || sizeof(U) == 2 || sizeof(U) == 4), int>;
 
 public:
     using element_type = T;
@@ -161,8 +167,8 @@ public:
     Result<void> set_bytes(std::uint8_t value, StreamRef stream) const {
         return detail::set_device_bytes("DeviceSpan::set_bytes", extent(), value, &stream);
     }
-    // Every element set to `value`, for 1- and 4-byte elements (cuMemsetD8 /
-    // cuMemsetD32; the table has no 2-byte set).
+    // Every element set to `value`, for 1-, 2- and 4-byte elements
+    // (cuMemsetD8 / D16 / D32).
     template <typename U = T, IfFillable<U> = 0>
     Result<void> fill(const Mutable& value) const {
         return detail::fill_device("DeviceSpan::fill", extent(), value, nullptr);

@@ -165,13 +165,13 @@ public:
         use_on(stream);
         return set_in(value, stream);
     }
-    // Every element set to `value`, for 1- and 4-byte elements.
-    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
+    // Every element set to `value`, for 1-, 2- and 4-byte elements.
+    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 2 || sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value) {
         CUDYN_TRY(live("StreamOrderedBuffer::fill"));
         return detail::finish_on_stream(fill_in(value, memory_.stream_ref()), stream());
     }
-    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 4, int> = 0>
+    template <typename U = T, std::enable_if_t<sizeof(U) == 1 || sizeof(U) == 2 || sizeof(U) == 4, int> = 0>
     Result<void> fill(const T& value, StreamRef stream) {
         CUDYN_TRY(live("StreamOrderedBuffer::fill"));
         use_on(stream);
