@@ -136,14 +136,14 @@ CUresult strided_copy(State& st, CUstream stream, bool has_stream, bool per_thre
         returns);
 }
 
-CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream, bool has_stream, bool per_thread) {
+CUresult copy_2d(const CUDA_MEMCPY2D_v2* p, CUstream stream, bool has_stream, bool per_thread) {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     const Described to{p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, 0, {p->dstPitch, 0}};
     const Described from{p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, 0, {p->srcPitch, 0}};
     return strided_copy(fake::state(), stream, has_stream, per_thread, to, from, Box{p->WidthInBytes, p->Height, 1});
 }
 
-CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream, bool has_stream, bool per_thread) {
+CUresult copy_3d(const CUDA_MEMCPY3D_v2* p, CUstream stream, bool has_stream, bool per_thread) {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     // Rows per layer only matter across layers; each must hold its rows.
     if (p->Depth > 1 && (p->dstHeight < p->dstY + p->Height || p->srcHeight < p->srcY + p->Height))
@@ -315,42 +315,42 @@ FAKE_API CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, 
 
 // ---- 2D and 3D copies --------------------------------------------------------------------------
 
-FAKE_API CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D* pCopy) {
+FAKE_API CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D_v2* pCopy) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_2d(pCopy, nullptr, kNoStream, kLegacy);
 }
 
-FAKE_API CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* pCopy) {
+FAKE_API CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D_v2* pCopy) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_2d(pCopy, nullptr, kNoStream, kPerThread);
 }
 
-FAKE_API CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* pCopy, CUstream hStream) {
+FAKE_API CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D_v2* pCopy, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_2d(pCopy, hStream, kStream, kLegacy);
 }
 
-FAKE_API CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* pCopy, CUstream hStream) {
+FAKE_API CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D_v2* pCopy, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_2d(pCopy, hStream, kStream, kPerThread);
 }
 
-FAKE_API CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D* pCopy) {
+FAKE_API CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D_v2* pCopy) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_3d(pCopy, nullptr, kNoStream, kLegacy);
 }
 
-FAKE_API CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* pCopy) {
+FAKE_API CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D_v2* pCopy) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_3d(pCopy, nullptr, kNoStream, kPerThread);
 }
 
-FAKE_API CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* pCopy, CUstream hStream) {
+FAKE_API CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D_v2* pCopy, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_3d(pCopy, hStream, kStream, kLegacy);
 }
 
-FAKE_API CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* pCopy, CUstream hStream) {
+FAKE_API CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D_v2* pCopy, CUstream hStream) {
     FAKE_ENTER(fake::kNeedsInit);
     return copy_3d(pCopy, hStream, kStream, kPerThread);
 }
