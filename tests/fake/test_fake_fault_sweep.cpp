@@ -54,6 +54,8 @@
 #include "cudyn/device/peer_access.hpp"
 #include "cudyn/memory/peer_copy.hpp"
 #include "cudyn/share/range_sharing.hpp"
+#include "cudyn/memory/copy_3d.hpp"
+#include "cudyn/memory/pitched_buffer.hpp"
 
 #include "core/wire_format.hpp"
 
@@ -659,6 +661,53 @@ std::vector<Row> share_any_rows(const PeerShares& peer) {
                  require_ok(imported.free(stream));
              }
              CHECK(imported.empty());
+             require_ok(stream.synchronize());
+         }},
+        {"PitchedBuffer::allocate",
+         [](Trial& t) { t.operation([] { return cudyn::PitchedBuffer::allocate(100, 8, 2); }); }},
+        {"copy_3d (synchronous, host to pitched device memory)",
+         [](Trial& t) {
+             auto volume = take(cudyn::PitchedBuffer::allocate(16, 4, 2));
+             std::vector<unsigned char> host(16 * 4 * 2, 0x5A);
+             const auto source = take(cudyn::PitchedSpan::host(host.data(), 16, 16, 4, 2));
+             t.operation([&] { return cudyn::copy_3d({volume.span(), {}, source, {}, {16, 4, 2}}); });
+             require_ok(cudyn::copy_3d({volume.span(), {}, source, {}, {16, 4, 2}}));  // a retry does it
+         }},
+        {"PitchedSpan::fill (synchronous, 16-bit)",
+         [](Trial& t) {
+             auto buffer = take(cudyn::PitchedBuffer::allocate(16, 4));
+             t.operation([&] { return buffer.span().fill(std::uint16_t{7}); });
+             require_ok(buffer.span().fill(std::uint16_t{7}));
+         }},
+        {"CopyPlan::execute(stream) (a 3D batch and a 1D batch)",
+         [](Trial& t) {
+             auto stream = take(cudyn::Stream::create());
+             auto image = take(cudyn::PitchedBuffer::allocate(32, 4));
+             auto flat = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(64));
+             require_ok(flat.fill(9u));
+             std::vector<unsigned char> host(32 * 4, 0x42);
+             const auto source = take(cudyn::PitchedSpan::host(host.data(), 32, 32, 4));
+             cudyn::CopyPlan plan;
+             require_ok(plan.add_3d({image.span(), {}, source, {}, {32, 4, 1}}));
+             require_ok(plan.add(take(flat.device_span().subspan(0, 32)), take(flat.device_span().subspan(32, 32))));
+             t.operation([&] { return plan.execute(stream); });
+             if (t.injected() && t.fault().rfind("cuMemcpy3DBatchAsync", 0) == 0)
+                 CHECK(t.error().find("1D copies had been issued") != std::string::npos);
+             require_ok(stream.synchronize());
+             (void)take(plan.execute(stream));
+             require_ok(stream.synchronize());
+         }},
+        {"PrefetchPlan::execute(stream) (a discard, a discard-and-prefetch, a prefetch)",
+         [](Trial& t) {
+             auto stream = take(cudyn::Stream::create());
+             auto managed = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(3072));
+             cudyn::PrefetchPlan plan;
+             require_ok(plan.add_discard(take(managed.managed_range(0, 1024))));
+             require_ok(plan.add_discard_and_prefetch(take(managed.managed_range(1024, 1024)), Location::device(0)));
+             require_ok(plan.add(take(managed.managed_range(2048, 1024)), Location::host()));
+             t.operation([&] { return plan.execute(stream); });
+             require_ok(stream.synchronize());
+             require_ok(plan.execute(stream));
              require_ok(stream.synchronize());
          }},
     };
