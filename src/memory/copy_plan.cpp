@@ -4,6 +4,7 @@
 #include "cudyn/detail/size_checks.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "core/internal.hpp"
+#include "device/device_facts.hpp"
 #include "device/internal.hpp"
 #include "memory/internal.hpp"
 
@@ -52,6 +53,24 @@ CUmemcpySrcAccessOrder driver_order(SourceAccessOrder order) noexcept {
         case SourceAccessOrder::Stream: break;
     }
     return CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+}
+
+CUmemcpyAttributes attributes_for(const CopyOptions& options, SourceAccessOrder order) noexcept {
+    CUmemcpyAttributes attributes{};
+    attributes.srcAccessOrder = driver_order(order);
+    // A zeroed CUmemLocation (type INVALID) is "no hint".
+    if (options.source_hint) attributes.srcLocHint = options.source_hint->to_cu();
+    if (options.destination_hint) attributes.dstLocHint = options.destination_hint->to_cu();
+    if (options.prefer_overlap_with_compute) attributes.flags = CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE;
+    return attributes;
+}
+
+Result<void> validate_options(const CopyOptions& options, const char* what) {
+    const std::string name(what);
+    if (options.source_hint) CUDYN_TRY(options.source_hint->validate((name + ": the source hint").c_str()));
+    if (options.destination_hint)
+        CUDYN_TRY(options.destination_hint->validate((name + ": the destination hint").c_str()));
+    return ok();
 }
 
 }  // namespace
@@ -117,6 +136,7 @@ Result<void> CopyPlan::add_range(CUdeviceptr destination, CUdeviceptr source, st
     destinations_.push_back(destination);
     sources_.push_back(source);
     sizes_.push_back(bytes);
+    if (!options_1d_.empty()) options_1d_.push_back(0);
     record(index, written, read);
     return ok();
 }
@@ -208,11 +228,66 @@ Result<void> CopyPlan::add_3d(const PitchedCopy& copy) {
     op.srcAccessOrder = driver_order(order_);
     copies_3d_.push_back(copy);
     ops_3d_.push_back(op);
+    options_3d_.push_back(0);
     record(index, written, read);
     return ok();
 }
 
+Result<void> CopyPlan::add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes,
+                                 const CopyOptions& options) {
+    CUDYN_TRY(validate_options(options, kAdd.name()));
+    CUDYN_TRY(add_bytes(destination, source, bytes));
+    const std::size_t index = options_index(options);
+    if (index != 0) {
+        if (options_1d_.empty()) options_1d_.assign(sizes_.size(), 0);
+        options_1d_.back() = index;
+    }
+    return ok();
+}
+
+Result<void> CopyPlan::add_3d(const PitchedCopy& copy, const CopyOptions& options) {
+    CUDYN_TRY(validate_options(options, kAdd.name()));
+    CUDYN_TRY(add_3d(copy));
+    options_3d_.back() = options_index(options);
+    return ok();
+}
+
+Result<void> CopyPlan::set_options(const CopyOptions& options) {
+    CUDYN_TRY(validate_options(options, "CopyPlan::set_options"));
+    options_ = options;
+    return ok();
+}
+
+std::size_t CopyPlan::options_index(const CopyOptions& options) {
+    if (options == options_) return 0;
+    for (std::size_t k = 0; k < own_options_.size(); ++k)
+        if (own_options_[k] == options) return k + 1;
+    own_options_.push_back(options);
+    return own_options_.size();
+}
+
+// A device hint must name a visible device: checked here, before the batch,
+// so the error says which hint (the driver's INVALID_VALUE would not).
+Result<void> CopyPlan::check_options() const {
+    if (!uses_options()) return ok();
+    CUDYN_TRY_ASSIGN(const int devices, detail::visible_device_count());
+    const auto check = [devices](const std::optional<Location>& hint, const std::string& what) -> Result<void> {
+        if (!hint || hint->kind() != LocationKind::Device || hint->id() < devices) return ok();
+        return kExecute.invalid(what + " (" + hint->describe() + ") is not one of the " + std::to_string(devices) +
+                                " visible devices");
+    };
+    for (std::size_t k = 0; k <= own_options_.size(); ++k) {
+        const std::string whose = k == 0 ? std::string("the plan's") : "copy options set " + std::to_string(k) + "'s";
+        CUDYN_TRY(check(options_of(k).source_hint, whose + " source location hint"));
+        CUDYN_TRY(check(options_of(k).destination_hint, whose + " destination location hint"));
+    }
+    return ok();
+}
+
 void CopyPlan::clear() noexcept {
+    own_options_.clear();
+    options_1d_.clear();
+    options_3d_.clear();
     copies_3d_.clear();
     ops_3d_.clear();
     destinations_.clear();
@@ -249,6 +324,7 @@ CopyPlan::Path CopyPlan::path_for(StreamRef stream) noexcept {
 Result<CopyPlan::Path> CopyPlan::execute(StreamRef stream) const {
     if (empty()) return kExecute.invalid("the plan is empty");
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000));  // the driver is usable
+    CUDYN_TRY(check_options());
     return detail::in_stream_context(
         stream, [&] { return run(path_for(stream), stream, order_ == SourceAccessOrder::DuringCall); });
 }
@@ -269,6 +345,7 @@ Result<CopyPlan::Path> CopyPlan::execute_via(Path path, StreamRef stream) const 
         case Path::Batch12080: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyBatchAsync_v12080)); break;
         case Path::PerCopy: CUDYN_TRY(detail::require_entry(&DriverTable::cuMemcpyAsync_v4000)); break;
     }
+    CUDYN_TRY(check_options());
     if (path != Path::PerCopy && stream.is_legacy_default())
         return kExecuteVia.invalid(
             "a batch on the legacy default stream (0 or CU_STREAM_LEGACY), which cuMemcpyBatchAsync refuses; use a "
@@ -331,6 +408,17 @@ Result<void> CopyPlan::run_3d(Path path, StreamRef stream) const {
     }
     // The entries take a non-const array but only read it.
     auto* ops = const_cast<CUDA_MEMCPY3D_BATCH_OP*>(ops_3d_.data());
+    std::vector<CUDA_MEMCPY3D_BATCH_OP> with_options;
+    if (uses_options()) {
+        with_options = ops_3d_;
+        for (std::size_t i = 0; i < count; ++i) {
+            const CUmemcpyAttributes a = attributes_for(options_of(options_3d_[i]), order_);
+            with_options[i].src.op.ptr.locHint = a.srcLocHint;
+            with_options[i].dst.op.ptr.locHint = a.dstLocHint;
+            with_options[i].flags = a.flags;
+        }
+        ops = with_options.data();
+    }
     std::size_t failed = SIZE_MAX;
     auto issued = v13000 ? call_driver(&DriverTable::cuMemcpy3DBatchAsync_v13000, count, ops, 0ull, stream.handle())
                          : call_driver(&DriverTable::cuMemcpy3DBatchAsync_v12080, count, ops, &failed, 0ull,
@@ -343,7 +431,9 @@ Result<void> CopyPlan::run_3d(Path path, StreamRef stream) const {
                          std::to_string(first + failed);
     else
         error.message += v13000 ? "its 13.0 ABI reports no index" : "the driver did not say which copy failed";
-    error.message += "; nothing of the batch was queued)";
+    error.message += "; nothing of the batch was queued";
+    if (uses_options()) error.message += "; the copies carry location hints or the overlap flag, which it checks too";
+    error.message += ")";
     return error;
 }
 
@@ -361,21 +451,50 @@ Result<void> CopyPlan::run_1d(Path path, StreamRef stream) const {
         return ok();
     }
 
-    // One attribute for every copy (attrIdxs = {0}). The entries take
-    // non-const arrays but only read them.
-    CUmemcpyAttributes attributes{};
-    attributes.srcAccessOrder = driver_order(order_);
+    // One attribute for every copy (attrIdxs = {0}) unless copies brought
+    // their own options. The entries take non-const arrays but only read them.
+    CUmemcpyAttributes attributes = attributes_for(options_, order_);
     std::size_t first_copy = 0;
     auto* destinations = const_cast<CUdeviceptr*>(destinations_.data());
     auto* sources = const_cast<CUdeviceptr*>(sources_.data());
     auto* sizes = const_cast<std::size_t*>(sizes_.data());
+    CUmemcpyAttributes* attribute_list = &attributes;
+    std::size_t* attribute_starts = &first_copy;
+    std::size_t attribute_count = 1;
+    // With several option sets the copies are laid out grouped by set (a
+    // batch has no order anyway); `original` maps a position back.
+    std::vector<CUdeviceptr> grouped_destinations, grouped_sources;
+    std::vector<std::size_t> grouped_sizes, original, starts;
+    std::vector<CUmemcpyAttributes> grouped_attributes;
+    if (!options_1d_.empty()) {
+        for (std::size_t k = 0; k <= own_options_.size(); ++k) {
+            const std::size_t start = original.size();
+            for (std::size_t i = 0; i < count; ++i) {
+                if (options_1d_[i] != k) continue;
+                grouped_destinations.push_back(destinations_[i]);
+                grouped_sources.push_back(sources_[i]);
+                grouped_sizes.push_back(sizes_[i]);
+                original.push_back(i);
+            }
+            if (original.size() == start) continue;
+            starts.push_back(start);
+            grouped_attributes.push_back(attributes_for(options_of(k), order_));
+        }
+        destinations = grouped_destinations.data();
+        sources = grouped_sources.data();
+        sizes = grouped_sizes.data();
+        attribute_list = grouped_attributes.data();
+        attribute_starts = starts.data();
+        attribute_count = starts.size();
+    }
     std::size_t failed = SIZE_MAX;  // the 12.8 ABI's answer; unwritten when it cannot name a copy
     auto issued = path == Path::Batch13000
                       ? call_driver(&DriverTable::cuMemcpyBatchAsync_v13000, destinations, sources, sizes, count,
-                                    &attributes, &first_copy, std::size_t{1}, stream.handle())
+                                    attribute_list, attribute_starts, attribute_count, stream.handle())
                       : call_driver(&DriverTable::cuMemcpyBatchAsync_v12080, destinations, sources, sizes, count,
-                                    &attributes, &first_copy, std::size_t{1}, &failed, stream.handle());
+                                    attribute_list, attribute_starts, attribute_count, &failed, stream.handle());
     if (issued) return ok();
+    if (failed < count && !original.empty()) failed = original[failed];
     Error error = std::move(issued).error();
     error.message += " (one call for the batch of " + std::to_string(count) + " copies; ";
     if (failed < count)
@@ -389,7 +508,9 @@ Result<void> CopyPlan::run_1d(Path path, StreamRef stream) const {
     // Nothing is queued on the stream, but a refused batch is not untouched:
     // driver 580 had carried out host-to-host copies listed before the
     // refused one (wholly or in part) when it returned.
-    error.message += "; host-to-host copies listed before the refused one may have been done)";
+    error.message += "; host-to-host copies listed before the refused one may have been done";
+    if (uses_options()) error.message += "; the copies carry location hints or the overlap flag, which it checks too";
+    error.message += ")";
     return error;
 }
 

@@ -51,6 +51,8 @@ CUresult check_present(State& st, const Operand& op, std::size_t n);
 
 // The queue of a call: its stream, or the default stream of a no-stream call.
 CUresult queue_of(State& st, CUstream stream, bool per_thread_default, std::shared_ptr<Queue>* queue);
+// Whether a copy batch's location hint is one the driver takes.
+bool hint_valid(const State& st, const CUmemLocation& hint);
 // Enqueues the work and returns when `returns` says.
 CUresult submit(State& st, const std::shared_ptr<Queue>& queue, Task task, Returns returns);
 

@@ -16,6 +16,22 @@
 #include <memory>
 #include <vector>
 
+#if FAKE_HAS(12080)
+// A location hint of a copy: none (INVALID, what a zeroed attribute or
+// operand holds), the host, a host NUMA node, or a device that exists
+// (modelled on cuda.h's description; the real answers were not measured).
+bool fake::transfer::hint_valid(const State& st, const CUmemLocation& hint) {
+    switch (fake::raw(hint.type)) {
+        case CU_MEM_LOCATION_TYPE_INVALID:
+        case CU_MEM_LOCATION_TYPE_HOST:
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: return true;
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA: return hint.id >= 0;
+        case CU_MEM_LOCATION_TYPE_DEVICE: return fake::valid_device(st, hint.id);
+        default: return false;
+    }
+}
+#endif
+
 namespace {
 
 using fake::State;
@@ -186,19 +202,6 @@ CUresult set_2d(CUdeviceptr dst, std::size_t pitch, unsigned int value, std::siz
 }
 
 #if FAKE_HAS(12080)
-// A location hint of a copy: none (INVALID, what a zeroed operand holds), the
-// host, a host NUMA node, or a device that exists.
-bool hint_valid(const State& st, const CUmemLocation& hint) {
-    switch (fake::raw(hint.type)) {
-        case CU_MEM_LOCATION_TYPE_INVALID:
-        case CU_MEM_LOCATION_TYPE_HOST:
-        case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: return true;
-        case CU_MEM_LOCATION_TYPE_HOST_NUMA: return hint.id >= 0;
-        case CU_MEM_LOCATION_TYPE_DEVICE: return fake::valid_device(st, hint.id);
-        default: return false;
-    }
-}
-
 // cuMemcpy3DBatchAsync, both ABIs (12.8 with failIdx, 13.0 without: null).
 // Refused at the call with nothing queued: the legacy default stream, no
 // operations, flags other than 0 (failIdx unwritten); an operation of zero

@@ -346,6 +346,8 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
             return CUDA_ERROR_INVALID_VALUE;
         if ((attrs[k].flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE)) != 0)
             return CUDA_ERROR_INVALID_VALUE;
+        if (!hint_valid(st, attrs[k].srcLocHint) || !hint_valid(st, attrs[k].dstLocHint))
+            return CUDA_ERROR_INVALID_VALUE;
     }
     std::shared_ptr<fake::Queue> queue;
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;

@@ -16,6 +16,7 @@
 #include "cudyn/core/result.hpp"
 #include "cudyn/device/stream_ref.hpp"
 #include "cudyn/memory/copy_3d.hpp"
+#include "cudyn/memory/copy_options.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/host_span.hpp"
 
@@ -99,12 +100,21 @@ public:
     // address space (device, managed, mapped, VMM, pinned or pageable host
     // memory; a host pointer as reinterpret_cast<CUdeviceptr>(pointer)).
     Result<void> add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes);
+    // The same, with this copy's own options instead of the plan's.
+    Result<void> add_bytes(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes,
+                           const CopyOptions& options);
 
     // A 2D or 3D copy between pitched spans (copy_3d.hpp's checks, and the
     // dependency check row by row). Issued by cuMemcpy3DBatchAsync in the
     // ABI of the plan's path where the driver has that entry, else by one
     // cuMemcpy3DAsync per 3D copy; the plan's source order applies.
     Result<void> add_3d(const PitchedCopy& copy);
+    Result<void> add_3d(const PitchedCopy& copy, const CopyOptions& options);
+
+    // The options of every copy added without its own (none by default).
+    // A negative location id is InvalidArgument, leaving the plan's as they were.
+    Result<void> set_options(const CopyOptions& options);
+    const CopyOptions& options() const noexcept { return options_; }
 
     // Copies of both kinds; they share one numbering, in the order added.
     std::size_t size() const noexcept { return sizes_.size() + ops_3d_.size(); }
@@ -158,6 +168,13 @@ private:
                                     const std::vector<Interval>& read) const;
     void record(std::size_t index, const std::vector<Interval>& written, const std::vector<Interval>& read);
     Result<void> run_1d(Path path, StreamRef stream) const;
+    // Which options copy `index` of its kind has: 0 the plan's, k + 1 own_options_[k].
+    std::size_t options_index(const CopyOptions& options);
+    const CopyOptions& options_of(std::size_t index) const noexcept {
+        return index == 0 ? options_ : own_options_[index - 1];
+    }
+    Result<void> check_options() const;  // before execute's first call
+    bool uses_options() const noexcept { return options_.any() || !own_options_.empty(); }
     Result<void> run_3d(Path path, StreamRef stream) const;
     Result<void> add_range(CUdeviceptr destination, CUdeviceptr source, std::size_t bytes);
     Result<Path> run(Path path, StreamRef stream, bool wait_for_sources) const;
@@ -170,6 +187,12 @@ private:
     // The 2D/3D copies, as added and as the batch entry takes them.
     std::vector<PitchedCopy> copies_3d_;
     std::vector<CUDA_MEMCPY3D_BATCH_OP> ops_3d_;
+    // Copy options: the plan's, the distinct sets copies brought, and which
+    // each copy has (empty while every 1D copy has the plan's).
+    CopyOptions options_;
+    std::vector<CopyOptions> own_options_;
+    std::vector<std::size_t> options_1d_;
+    std::vector<std::size_t> options_3d_;
     // Every destination so far (start -> end, copy index; they never overlap)
     // and the union of the sources (start -> end), for the dependency check.
     struct Written {

@@ -380,3 +380,78 @@ TEST_CASE("PrefetchPlan discard-and-prefetch: one batch call on 13.0, a prefetch
         CHECK(buffer[0] == 7);
     }
 }
+
+TEST_CASE("CopyOptions: per-copy and plan-wide hints and the overlap flag, grouped into one batch, checked first",
+          "[emulated][cuda12][copy-3d]") {
+    auto context = activate(0);
+    const FakeDriver& fake = FakeDriver::loaded();
+    auto stream = take(cudyn::Stream::create());
+    auto from = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(8192));
+    auto to = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(8192));
+    require_ok(from.copy_from(iota_vector(8192, 1)));
+    const CUdeviceptr source = from.device_address();
+    const CUdeviceptr target = to.device_address();
+
+    CopyPlan plan;
+    cudyn::CopyOptions on_device;
+    on_device.destination_hint = cudyn::Location::device(1);
+    on_device.prefer_overlap_with_compute = true;
+    cudyn::CopyOptions from_host;
+    from_host.source_hint = cudyn::Location::host();
+    require_ok(plan.set_options(from_host));
+    // Four copies, three option sets between them, interleaved.
+    require_ok(plan.add_bytes(target, source, 4096, on_device));
+    require_ok(plan.add_bytes(target + 4096, source + 4096, 4096));
+    require_ok(plan.add_bytes(target + 8192, source + 8192, 4096, on_device));
+    cudyn::CopyOptions none;
+    require_ok(plan.add_bytes(target + 12288, source + 12288, 4096, none));
+    cudyn::CopyOptions negative;
+    negative.source_hint = cudyn::Location::device(-1);
+    require_error(plan.add_bytes(target + 16384, source + 16384, 16, negative), ErrorCode::InvalidArgument,
+                  "source hint");
+    require_error(plan.set_options(negative), ErrorCode::InvalidArgument, "CopyPlan::set_options: the source hint");
+    CHECK(plan.options() == from_host);
+    CHECK(plan.size() == 4);
+    fake.reset_counts();
+    (void)take(plan.execute(stream));
+    require_ok(stream.synchronize());
+    CHECK(read_device(target, 4096) == iota_vector(4096, 1));
+    CHECK(fake.call_count("cuMemcpyBatchAsync") + fake.call_count("cuMemcpyBatchAsync_v2") == 1);
+
+    // A device hint past the visible devices: refused before any call, naming the hint.
+    cudyn::CopyOptions far;
+    far.destination_hint = cudyn::Location::device(7);
+    require_ok(plan.add_bytes(target + 16384, source + 16384, 64, far));
+    fake.reset_counts();
+    require_error(plan.execute(stream), ErrorCode::InvalidArgument,
+                  "destination location hint (device 7) is not one of the 2 visible devices");
+    CHECK(fake.call_count("cuMemcpyBatchAsync") + fake.call_count("cuMemcpyBatchAsync_v2") == 0);
+
+    // The fake, as cuda.h describes the driver, refuses such a hint itself.
+    CUmemcpyAttributes attributes{};
+    attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    attributes.dstLocHint = far.destination_hint->to_cu();
+    CUdeviceptr destinations[] = {target};
+    CUdeviceptr sources[] = {source};
+    std::size_t sizes[] = {64};
+    std::size_t first = 0;
+    std::size_t failed = 0;
+    const cudyn::DriverTable& cu = cudyn::driver();
+    const CUresult raw = cu.cuMemcpyBatchAsync_v13000
+                             ? cu.cuMemcpyBatchAsync_v13000(destinations, sources, sizes, 1, &attributes, &first, 1,
+                                                            stream.handle())
+                             : cu.cuMemcpyBatchAsync_v12080(destinations, sources, sizes, 1, &attributes, &first, 1,
+                                                            &failed, stream.handle());
+    CHECK(raw == CUDA_ERROR_INVALID_VALUE);
+
+    // 3D copies carry their options in the operation.
+    auto image = take(PitchedBuffer::allocate(64, 2));
+    std::vector<unsigned char> host = pattern(64, 2, 1, 1);
+    CopyPlan volumes;
+    require_ok(volumes.add_3d({image.span(), {}, host_span(host, 64, 2, 1), {}, {64, 2, 1}}, on_device));
+    (void)take(volumes.execute(stream));
+    require_ok(stream.synchronize());
+    std::vector<unsigned char> back(128);
+    require_ok(cudyn::copy_2d({host_span(back, 64, 2, 1), {}, image.span(), {}, {64, 2, 1}}));
+    CHECK(back == host);
+}
