@@ -130,6 +130,27 @@ def copy_plan_cell(d):
     return "one call per copy"
 
 
+def copy_3d_plan_cell(d):
+    # The 3D batch in the ABI of the plan's path, else cuMemcpy3DAsync per copy.
+    if d.predates([("cuMemcpy3DBatchAsync", 13000)]):
+        return NOT_IN_REPORT
+    if d.has("cuMemcpyBatchAsync", 13000):
+        return "one 3D batch call (13.0 ABI)" if d.has("cuMemcpy3DBatchAsync", 13000) else "one call per copy"
+    if d.has("cuMemcpyBatchAsync", 12080):
+        return "one 3D batch call (12.8 ABI)" if d.has("cuMemcpy3DBatchAsync", 12080) else "one call per copy"
+    return "one call per copy"
+
+
+def discard_cell(d):
+    # PrefetchPlan::add_discard / add_discard_and_prefetch: the batches where
+    # the driver has them, else nothing (discard) and a prefetch.
+    if d.predates([("cuMemDiscardBatchAsync", 13000)]):
+        return NOT_IN_REPORT
+    if d.has("cuMemDiscardBatchAsync", 13000) and d.has("cuMemDiscardAndPrefetchBatchAsync", 13000):
+        return "batch calls" if d.cap("concurrent_managed_access") else "no-op / prefetch"
+    return "no-op / prefetch"
+
+
 def share_any_cell(d):
     # The kinds export_allocation finds (allocation_sharing.hpp): cuMemAlloc
     # memory always; VMM memory through cuMemRetainAllocationHandle and the
@@ -241,6 +262,12 @@ ROWS = [
      feature(lambda d: NOT_IN_REPORT if d.predates([("cuCheckpointProcessLock", 12080)])
              else ("NotSupported" if not d.has("cuCheckpointProcessLock", 12080)
                    else "yes" if d.report["driver_version"] >= 13000 else "in place only"))),
+    ("`PitchedBuffer`, `copy_2d` / `copy_3d`, 16-bit and 2D sets",
+     feature(lambda d: NOT_IN_REPORT if d.predates([("cuMemAllocPitch", 3020), ("cuMemcpy3DAsync", 3020)])
+             else yes_if(d.has("cuMemAllocPitch", 3020) and d.has("cuMemcpy3DAsync", 3020)
+                         and d.has("cuMemsetD2D16", 3020)))),
+    ("3D copies in a `CopyPlan`", feature(copy_3d_plan_cell)),
+    ("discards in a `PrefetchPlan`", feature(discard_cell)),
 ]
 
 
