@@ -296,7 +296,9 @@ CUresult memset_words(CUdeviceptr dst, unsigned int value, std::size_t count, st
 //     failIdx unwritten), count 0, numAttrs 0, attrIdxs[0] != 0, an order of
 //     0 (INVALID) or above 3 (ANY); cuda.h's further rules (attrIdxs rising,
 //     the last below count, numAttrs <= count) and flag bits other than
-//     PREFER_OVERLAP_WITH_COMPUTE too (documented, not measured);
+//     PREFER_OVERLAP_WITH_COMPUTE too (documented, not measured), and a
+//     location hint other than none, the host, a NUMA node or an existing
+//     device (cuda.h's description; not measured);
 //   * a copy of size 0, or one whose range runs past its allocation:
 //     INVALID_VALUE, failIdx = that copy's index, nothing queued; but the
 //     copies listed before it between two pageable host ranges have been
