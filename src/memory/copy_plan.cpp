@@ -179,12 +179,9 @@ void CopyPlan::record(std::size_t index, const std::vector<Interval>& written, c
     }
 }
 
-namespace {
-
-// The rows a box of a pitched copy touches, one interval each (inclusive
-// ends); rows that follow one another without a gap are one interval.
-std::vector<CopyPlan::Interval> box_rows(const PitchedSpan& span, const Offset3D& offset, const Extent3D& extent) {
-    std::vector<CopyPlan::Interval> rows;
+std::vector<CopyPlan::Interval> CopyPlan::box_rows(const PitchedSpan& span, const Offset3D& offset,
+                                                   const Extent3D& extent) {
+    std::vector<Interval> rows;
     for (std::size_t z = 0; z < extent.depth; ++z)
         for (std::size_t y = 0; y < extent.height; ++y) {
             const CUdeviceptr first = detail::pitched_address(span, Offset3D{offset.x_bytes, offset.y + y, offset.z + z});
@@ -194,8 +191,6 @@ std::vector<CopyPlan::Interval> box_rows(const PitchedSpan& span, const Offset3D
         }
     return rows;
 }
-
-}  // namespace
 
 Result<void> CopyPlan::add_3d(const PitchedCopy& copy) {
     const std::size_t index = size();

@@ -155,14 +155,14 @@ private:
     static CUdeviceptr host_address(T* pointer) noexcept {
         return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pointer));
     }
-public:
     // A range of bytes, both ends included (for the dependency check).
     struct Interval {
         CUdeviceptr first;
         CUdeviceptr last;
     };
-
-private:
+    // The rows a box of a pitched copy touches; rows that follow one another
+    // without a gap are one interval.
+    static std::vector<Interval> box_rows(const PitchedSpan& span, const Offset3D& offset, const Extent3D& extent);
     Result<void> add_copy(Side destination, Side source, std::size_t element_size);
     Result<void> check_dependencies(std::size_t index, const std::vector<Interval>& written,
                                     const std::vector<Interval>& read) const;
