@@ -3,7 +3,8 @@
 // it (the 13.0 ABI preferred, else 12.8's) and the stream is not the legacy
 // default stream, which the batch entry refuses; otherwise one cuMemcpyAsync
 // per copy, in the order added. The path is chosen before any call, and
-// execute() says which one ran.
+// execute() says which one ran. 2D and 3D copies (add_3d) go the same way
+// through cuMemcpy3DBatchAsync or cuMemcpy3DAsync.
 //
 // The copies of a plan run in no particular order, so add() refuses a copy
 // whose destination overlaps its own source or any other copy's source or

@@ -54,8 +54,10 @@ public:
     bool is_host() const noexcept { return host_; }
     bool writable() const noexcept { return writable_; }
     // The bytes from the first to past the last used byte (the last row ends
-    // at its width, not its pitch).
-    std::size_t extent_bytes() const noexcept { return pitch_ * (height_ * depth_ - 1) + width_bytes_; }
+    // at its width, not its pitch); 0 when empty.
+    std::size_t extent_bytes() const noexcept {
+        return empty() ? 0 : pitch_ * (height_ * depth_ - 1) + width_bytes_;
+    }
 
     // Every element of the used bytes of every row set to `value`: 1-, 2- and
     // 4-byte elements (cuMemsetD2D8 / D2D16 / D2D32), device spans only; the

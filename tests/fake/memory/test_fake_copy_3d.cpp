@@ -86,6 +86,7 @@ TEST_CASE("PitchedBuffer: cuMemAllocPitch's pitch, the shape, and bad input befo
     require_ok(buffer.free());
     CHECK(buffer.empty());
     CHECK(buffer.span().empty());
+    CHECK(buffer.span().extent_bytes() == 0);
 }
 
 TEST_CASE("PitchedSpan refuses a pitch below the width, empty shapes and overflow",
