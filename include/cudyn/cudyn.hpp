@@ -5,6 +5,7 @@
 
 #include "cudyn/core/error.hpp"
 #include "cudyn/core/location.hpp"
+#include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/core/teardown.hpp"
 

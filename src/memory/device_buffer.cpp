@@ -18,7 +18,8 @@ Result<OwnedMemory> allocate_device_memory(std::size_t count, std::size_t elemen
     CUDYN_TRY_ASSIGN(auto context, OwnerContext::current());
     CUdeviceptr pointer = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemAlloc_v3020, &pointer, bytes));
-    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, bytes, free_device_memory, std::move(context));
+    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, bytes, free_device_memory, std::move(context),
+                       MemoryKind::Device);
 }
 
 }  // namespace cudyn::detail

@@ -29,7 +29,7 @@ Result<HostRegistration> HostRegistration::register_memory(void* data, std::size
     CUDYN_TRY_ASSIGN(auto context, detail::OwnerContext::current());
     CUDYN_TRY(call_driver(&DriverTable::cuMemHostRegister_v6050, data, bytes, flags.to_cu()));
     detail::OwnedMemory memory(reinterpret_cast<std::uintptr_t>(data), 0, bytes, unregister_host_memory,
-                               std::move(context));
+                               std::move(context), MemoryKind::Registered);
     if (flags.device_mapped) {
         // On failure `memory` unregisters on the way out.
         CUDYN_TRY_ASSIGN(auto device_pointer, detail::mapped_device_pointer(data));

@@ -15,7 +15,8 @@ Result<OwnedMemory> allocate_managed_memory(std::size_t count, std::size_t eleme
     CUDYN_TRY_ASSIGN(auto context, OwnerContext::current());
     CUdeviceptr pointer = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemAllocManaged_v6000, &pointer, bytes, flags));
-    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, bytes, free_device_memory, std::move(context));
+    return OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, bytes, free_device_memory, std::move(context),
+                       MemoryKind::Managed);
 }
 
 Result<ManagedRange> managed_subrange(const OwnedMemory& memory, std::size_t element_size, std::size_t first,

@@ -14,12 +14,13 @@ Result<void> free_pinned_memory(std::uintptr_t address) {
 }  // namespace
 
 Result<OwnedMemory> allocate_pinned_memory(std::size_t count, std::size_t element_size, unsigned int flags,
-                                           const char* what) {
+                                           const char* what, MemoryKind kind) {
     CUDYN_TRY_ASSIGN(auto bytes, checked_bytes(count, element_size, what));
     CUDYN_TRY_ASSIGN(auto context, OwnerContext::current());
     void* host = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuMemHostAlloc_v2020, &host, bytes, flags));
-    return OwnedMemory(reinterpret_cast<std::uintptr_t>(host), 0, bytes, free_pinned_memory, std::move(context));
+    return OwnedMemory(reinterpret_cast<std::uintptr_t>(host), 0, bytes, free_pinned_memory, std::move(context),
+                       kind);
 }
 
 }  // namespace cudyn::detail

@@ -37,7 +37,8 @@ Result<OwnedMemory> allocate_zero_copy_memory(std::size_t count, std::size_t ele
     CUDYN_TRY(checked_bytes(count, element_size, what));
     CUDYN_TRY(require_host_mapping("cuMemHostGetDevicePointer_v2", "ZeroCopyBuffer"));
     flags.device_mapped = true;
-    CUDYN_TRY_ASSIGN(OwnedMemory memory, allocate_pinned_memory(count, element_size, flags.to_cu(), what));
+    CUDYN_TRY_ASSIGN(OwnedMemory memory, allocate_pinned_memory(count, element_size, flags.to_cu(), what,
+                                                                         MemoryKind::Mapped));
     // On failure `memory` frees the allocation on the way out.
     CUDYN_TRY_ASSIGN(auto device_pointer, mapped_device_pointer(reinterpret_cast<void*>(memory.address())));
     memory.set_device_address(device_pointer);

@@ -60,7 +60,10 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
         return call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle());
     }));
     const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
-    return StreamOrderedMemory(Held{std::move(retained), address, bytes, stream.handle(), allocated_in, allocated_in});
+    const int device = context->empty() ? -1 : static_cast<int>(context->device());
+    Held held{std::move(retained), address, bytes, stream.handle(), allocated_in, allocated_in, {}};
+    held.ledger = ledger_open(MemoryKind::StreamOrdered, device, bytes, static_cast<std::uintptr_t>(address));
+    return StreamOrderedMemory(std::move(held));
 }
 
 Result<void> StreamOrderedMemory::Held::release() {

@@ -119,6 +119,7 @@ Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const
         return operation.invalid("size " + std::to_string(info.size_bytes) +
                                  " is not a multiple of this process's granularity " +
                                  std::to_string(memory->granularity) + " for " + memory->properties.describe());
+    memory->count_in(MemoryKind::AllocationImported);
     return VmmAccess::adopt(std::move(memory));
 }
 

@@ -311,9 +311,12 @@ Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool, const Poo
     CUdeviceptr base = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemPoolImportPointer_v11020, &base, pool.handle(), &data));
     detail::note_pool_import(pool.handle());
-    return ImportedPoolMemory(ImportedPoolMemory::Held{base, static_cast<std::size_t>(descriptor.offset_bytes()),
-                                                       static_cast<std::size_t>(descriptor.size_bytes()),
-                                                       pool.handle(), std::move(context)});
+    const int device = context.empty() ? -1 : static_cast<int>(context.device());
+    ImportedPoolMemory::Held held{base, static_cast<std::size_t>(descriptor.offset_bytes()),
+                                  static_cast<std::size_t>(descriptor.size_bytes()), pool.handle(), std::move(context),
+                                  nullptr, false, {}};
+    held.ledger = detail::ledger_open(MemoryKind::PoolImported, device, held.size, static_cast<std::uintptr_t>(base));
+    return ImportedPoolMemory(std::move(held));
 }
 
 Result<void> ImportedPoolMemory::Held::release() {

@@ -21,6 +21,7 @@ Result<void> Reservation::give_back() {
     if (address == 0) return ok();
     CUDYN_TRY(call_driver(&DriverTable::cuMemAddressFree_v10020, address, size));
     address = 0;
+    ledger.close();
     return ok();
 }
 
@@ -138,6 +139,7 @@ Result<AddressRange> AddressRange::reserve(std::size_t size, std::size_t alignme
     CUDYN_TRY(call_driver(&DriverTable::cuMemAddressReserve_v10020, &address, size, alignment, hint, 0ULL));
     reservation->address = address;
     reservation->size = size;
+    reservation->ledger = detail::ledger_open(MemoryKind::VmmReserved, -1, size, address);
     return AddressRange(Held{std::move(reservation)});
 }
 

@@ -3,6 +3,8 @@
 // creation, access grants and unmapping share.
 #pragma once
 
+#include "cudyn/detail/ledger_ticket.hpp"
+
 #include "cudyn/core/location.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/owner_context.hpp"
@@ -32,6 +34,7 @@ namespace cudyn::detail {
 struct Reservation {
     CUdeviceptr address = 0;
     std::size_t size = 0;
+    LedgerTicket ledger;  // counted out when the range is freed or forgotten
 
     Reservation() = default;
     Reservation(const Reservation&) = delete;
@@ -40,7 +43,10 @@ struct Reservation {
     // cuMemAddressFree now; on success there is nothing left to free.
     Result<void> give_back();
     // Lets go of the range without the driver (it refused to free it).
-    void forget() noexcept { address = 0; }
+    void forget() noexcept {
+        address = 0;
+        ledger.close();
+    }
 
     // One live mapping, and what grants over the whole range
     // (set_range_access) gave it: MappedRange's teardown and host_address()
@@ -87,13 +93,19 @@ struct PhysicalHandle {
     // cuMemRelease now; on success there is nothing left to release.
     Result<void> give_back();
     // Lets go of the handle without the driver (it refused to release it).
-    void forget() noexcept { created = false; }
+    void forget() noexcept {
+        created = false;
+        ledger.close();
+    }
+    // Counts the handle into the memory ledger as `kind`, on its location's device.
+    void count_in(MemoryKind kind) noexcept;
 
     CUmemGenericAllocationHandle handle = 0;
     bool created = false;
     std::size_t size = 0;
     std::size_t granularity = 0;
     AllocationProperties properties;
+    LedgerTicket ledger;  // counted out when the handle is released or forgotten
 };
 
 // Lets go of one owner's reference to a record: when it is the last, gives

@@ -56,6 +56,9 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
     held.offset = offset;
     held.size = bytes;
     held.mapped = true;
+    const Location& where = held.memory->properties.location();
+    held.ledger = detail::ledger_open(MemoryKind::VmmMapped, where.kind() == LocationKind::Device ? where.id() : -1,
+                                      bytes, static_cast<std::uintptr_t>(address));
     return MappedRange(std::move(held));
 }
 
@@ -148,6 +151,7 @@ Result<void> MappedRange::Held::release() {
         // more work, and at exit the driver answers every call with an error.
         CUDYN_TRY(call_driver(&DriverTable::cuMemUnmap_v10020, address, size));  // refused: still mapped
         mapped = false;
+        ledger.close();
         reservation->unclaim(offset);
     }
     // Then the handle (released if this was its last owner), then the

@@ -18,7 +18,14 @@ Result<void> PhysicalHandle::give_back() {
     if (!created) return ok();
     CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, handle));
     created = false;
+    ledger.close();
     return ok();
+}
+
+void PhysicalHandle::count_in(MemoryKind kind) noexcept {
+    const Location& location = properties.location();
+    const int device = location.kind() == LocationKind::Device ? location.id() : -1;
+    ledger = ledger_open(kind, device, size, static_cast<std::uintptr_t>(handle));
 }
 
 }  // namespace detail
@@ -59,6 +66,7 @@ Result<PhysicalMemory> PhysicalMemory::create(const AllocationProperties& proper
     memory->created = true;
     memory->size = size;
     memory->granularity = granularity;
+    memory->count_in(MemoryKind::VmmPhysical);
     return PhysicalMemory(Held{std::move(memory)});
 }
 

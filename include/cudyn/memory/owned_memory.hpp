@@ -5,7 +5,9 @@
 // allocates and which releases.
 #pragma once
 
+#include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/memory/host_span.hpp"
@@ -34,9 +36,12 @@ using ReleaseFunction = Result<void> (*)(std::uintptr_t address);
 class OwnedMemory {
 public:
     OwnedMemory() noexcept = default;  // empty; move-only, released (silently) on destruction
+    // Counted in the memory ledger as `kind` from now until released.
     OwnedMemory(std::uintptr_t address, CUdeviceptr device_address, std::size_t bytes, ReleaseFunction release,
-                OwnerContext context) noexcept
-        : held_(Held{address, device_address, bytes, release, std::move(context)}) {}
+                OwnerContext context, MemoryKind kind) noexcept
+        : held_(Held{address, device_address, bytes, release, std::move(context), {}}) {
+        held_->ledger = ledger_open(kind, held_->context.empty() ? -1 : held_->context.device(), bytes, address);
+    }
 
     std::uintptr_t address() const noexcept { return held_->address; }
     CUdeviceptr device_address() const noexcept { return held_->device_address; }
@@ -63,6 +68,7 @@ private:
         std::size_t bytes = 0;
         ReleaseFunction give_back = nullptr;  // null: empty
         OwnerContext context;
+        LedgerTicket ledger;
 
         bool empty() const noexcept { return give_back == nullptr; }
         // give_back(address) in the memory's context; all or nothing.

@@ -29,9 +29,10 @@ struct PinnedFlags {
 
 namespace detail {
 // cuMemHostAlloc of count * element_size bytes, freed with cuMemFreeHost.
-// `what` names the caller in InvalidArgument messages.
+// `what` names the caller in InvalidArgument messages; `kind` is its row in
+// the memory ledger (pinned, or mapped for ZeroCopyBuffer).
 Result<OwnedMemory> allocate_pinned_memory(std::size_t count, std::size_t element_size, unsigned int flags,
-                                           const char* what);
+                                           const char* what, MemoryKind kind);
 }  // namespace detail
 
 template <typename T>
@@ -40,7 +41,8 @@ public:
     // `count` elements of uninitialised pinned memory (needs a current context).
     static Result<PinnedBuffer> allocate(std::size_t count, PinnedFlags flags = {}) {
         return detail::adopt<PinnedBuffer>(
-            detail::allocate_pinned_memory(count, sizeof(T), flags.to_cu(), "PinnedBuffer::allocate: count"),
+            detail::allocate_pinned_memory(count, sizeof(T), flags.to_cu(), "PinnedBuffer::allocate: count",
+                                           MemoryKind::Pinned),
             [flags](detail::OwnedMemory memory) { return PinnedBuffer(std::move(memory), flags); });
     }
 

@@ -9,6 +9,7 @@
 
 #include "cudyn/core/location.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/vmm/allocation_properties.hpp"
 #include "cudyn/vmm/memory_access.hpp"
@@ -201,6 +202,7 @@ private:
         PoolOrigin origin;                            // imported pools only
         HandleType handle_types = HandleType::None;  // what the pool can be exported as
         ExportedFlag exported;
+        detail::LedgerTicket ledger;  // pools this owner destroys: counted (no bytes)
 
         bool empty() const noexcept { return !owned; }
         // cuMemPoolDestroy (a refusal keeps the pool); a pool the driver must
@@ -208,8 +210,13 @@ private:
         Result<void> release();
     };
     MemoryPool(CUmemoryPool pool, bool owned, Location location, HandleType types = HandleType::None) noexcept
-        : held_(Held{pool, owned, location, false, {}, types, {}}) {}
-    explicit MemoryPool(Held held) noexcept : held_(std::move(held)) {}
+        : MemoryPool(Held{pool, owned, location, false, {}, types, {}, {}}) {}
+    explicit MemoryPool(Held held) noexcept : held_(std::move(held)) {
+        if (held_->owned) held_->ledger = detail::ledger_open(MemoryKind::Pool, ledger_device(held_->location), 0, 0);
+    }
+    static int ledger_device(const Location& location) noexcept {
+        return location.kind() == LocationKind::Device ? location.id() : -1;
+    }
     detail::UniqueHandle<Held> held_;
 };
 

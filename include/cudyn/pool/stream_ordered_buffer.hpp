@@ -7,6 +7,7 @@
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/device/stream_ref.hpp"
@@ -66,6 +67,7 @@ private:
         CUstream stream = nullptr;
         CUcontext context = nullptr;  // the one it was allocated in, made current for a default-stream free
         CUcontext stream_context = nullptr;  // the context of `stream`'s work (see stream_ref())
+        LedgerTicket ledger;
 
         bool empty() const noexcept { return address == 0; }
         Result<void> release();  // cuMemFreeAsync on stream; the retain goes after the free

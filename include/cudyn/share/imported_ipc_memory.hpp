@@ -12,6 +12,7 @@
 
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/owner_context.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/share/ipc_handle.hpp"
@@ -69,6 +70,7 @@ private:
         // handle the key of the process's one-import-per-context record.
         detail::OwnerContext context;
         IpcMemoryHandle handle;
+        detail::LedgerTicket ledger;
 
         bool empty() const noexcept { return base == 0; }
         // cuIpcCloseMemHandle in its context, then the record lets the
@@ -78,7 +80,10 @@ private:
     };
     ImportedIpcMemory(CUdeviceptr base, std::size_t offset, std::size_t size, detail::OwnerContext context,
                       const IpcMemoryHandle& handle) noexcept
-        : held_(Held{base, offset, size, std::move(context), handle}) {}
+        : held_(Held{base, offset, size, std::move(context), handle, {}}) {
+        held_->ledger = detail::ledger_open(MemoryKind::IpcOpened, held_->context.empty() ? -1 : held_->context.device(),
+                                            size, static_cast<std::uintptr_t>(base + offset));
+    }
 
     detail::UniqueHandle<Held> held_;
 };

@@ -13,6 +13,7 @@
 #include "cudyn/channel/file_descriptor.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/owner_context.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/record_access.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/memory/device_span.hpp"
@@ -196,6 +197,7 @@ private:
         detail::OwnerContext context;
         CUstream stream = nullptr;    // the stream of a stream-ordered free
         bool stream_ordered = false;  // false: cuCtxSynchronize + cuMemFree
+        detail::LedgerTicket ledger;
 
         bool empty() const noexcept { return base == 0; }
         Result<void> release();   // cuMemFree_v2 (or cuMemFreeAsync on `stream`) in its context

@@ -7,6 +7,7 @@
 
 #include "cudyn/core/result.hpp"
 #include "cudyn/core/teardown.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/memory/device_span.hpp"
@@ -105,6 +106,7 @@ private:
         Teardown teardown = Teardown::WaitForDevice;  // a setting: kept by a release
         bool host_access = false;  // the last grant to a host location gave access (host_address())
         std::uint64_t host_seq = 0;  // when that grant was made (ordered against range-wide grants)
+        detail::LedgerTicket ledger;  // counted out when unmapped
 
         // Nothing mapped, and no handle or reservation left to give back.
         bool empty() const noexcept { return !mapped && memory == nullptr && reservation == nullptr; }

@@ -1,0 +1,56 @@
+// cudyn — LedgerTicket: an owner's entry in the memory ledger, counted in
+// when made and out when destroyed or overwritten.
+//
+// Internal: public only because the owners' records in the public headers
+// hold one. An owner keeps it in its Held record next to what it holds, so a
+// successful release (which resets the record) counts the memory out, a
+// refused one keeps it counted, and letting go at exit counts it out too.
+#pragma once
+
+#include "cudyn/core/memory_ledger.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace cudyn::detail {
+
+class LedgerTicket;
+// Counts `bytes` of `kind` on `device` (-1: none) in; the ticket counts them
+// out. An empty ticket when the ledger is off.
+LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept;
+
+class LedgerTicket {
+public:
+    LedgerTicket() noexcept = default;
+    LedgerTicket(LedgerTicket&& other) noexcept
+        : row_(std::exchange(other.row_, 0)), bytes_(other.bytes_), record_(other.record_) {}
+    LedgerTicket& operator=(LedgerTicket&& other) noexcept {
+        if (this != &other) {
+            close();
+            row_ = std::exchange(other.row_, 0);
+            bytes_ = other.bytes_;
+            record_ = other.record_;
+        }
+        return *this;
+    }
+    LedgerTicket(const LedgerTicket&) = delete;
+    LedgerTicket& operator=(const LedgerTicket&) = delete;
+    ~LedgerTicket() { close(); }
+
+    bool counted() const noexcept { return row_ != 0; }
+    // Counts out now (nothing when already out).
+    void close() noexcept {
+        if (row_ != 0) close_counted();
+    }
+
+private:
+    friend LedgerTicket ledger_open(MemoryKind, int, std::size_t, std::uintptr_t) noexcept;
+    void close_counted() noexcept;
+
+    std::uint32_t row_ = 0;       // 0: not counted; else 1 + the ledger row
+    std::uint64_t bytes_ = 0;
+    std::uint64_t record_ = 0;    // the tracked record's id; 0: not tracked
+};
+
+}  // namespace cudyn::detail
