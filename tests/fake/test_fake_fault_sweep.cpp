@@ -9,9 +9,10 @@
 // row once to warm the library's caches, once recording the calls the
 // operation makes (fakecuda_record_calls), then once per recorded call with
 // that call failed (FAKECUDA_FAIL "name:N"), and checks after each run that
-// allocations, bytes in use, streams, events, descriptors, context retains and
-// stream work are back at their baseline. A row whose operation makes no
-// driver call fails (the recording broke). A new operation is one more row.
+// allocations, bytes in use, streams, events, descriptors, context retains,
+// stream work and the memory ledger's live rows are back at their baseline. A
+// row whose operation makes no driver call fails (the recording broke). A new
+// operation is one more row.
 //
 // The sweep's PrimaryContext lives throughout, as a program's does: owners
 // share its retain of the context, so no row takes the first retain or gives
@@ -56,6 +57,7 @@
 #include "cudyn/share/range_sharing.hpp"
 #include "cudyn/memory/copy_3d.hpp"
 #include "cudyn/memory/pitched_buffer.hpp"
+#include "cudyn/core/memory_ledger.hpp"
 
 #include "core/wire_format.hpp"
 
@@ -141,13 +143,22 @@ struct Baseline {
     long descriptors = 0;
     int retains = 0;
     long pools = 0;
+    std::string ledger;  // the memory ledger's live bytes and counts, row by row
 
     static Baseline now() {
         const FakeDriver& fake = FakeDriver::loaded();
         const auto live_pools = probe<PFN_fakecuda_live_pools>("fakecuda_live_pools");
         return Baseline{fake.live_allocations(), device_bytes(),      fake.live_streams(),
                         fake.live_events(),      open_descriptors(), fake.primary_ctx_refcount(0),
-                        live_pools ? live_pools() : 0};
+                        live_pools ? live_pools() : 0,  ledger_live()};
+    }
+    static std::string ledger_live() {
+        std::string rows;
+        for (const cudyn::LedgerEntry& entry : cudyn::ledger::snapshot().entries) {
+            rows += std::string(cudyn::to_string(entry.kind)) + " dev " + std::to_string(entry.device) + ": " +
+                    std::to_string(entry.live_bytes) + " B in " + std::to_string(entry.live_count) + "\n";
+        }
+        return rows;
     }
     static unsigned long long device_bytes() {
         auto bytes = probe<PFN_fakecuda_device_bytes_in_use>("fakecuda_device_bytes_in_use");
@@ -163,6 +174,7 @@ void require_same(const Baseline& before, const Baseline& after) {
     CHECK(after.descriptors == before.descriptors);
     CHECK(after.retains == before.retains);
     CHECK(after.pools == before.pools);
+    CHECK(after.ledger == before.ledger);
     CHECK(FakeDriver::loaded().pending_work() == 0);
     CHECK(FakeDriver::loaded().context_error(0) == 0);
 }
