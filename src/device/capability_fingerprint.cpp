@@ -127,12 +127,29 @@ TrialResult try_create(CUmemAllocationProp props, CUmemAllocationHandleType expo
     return result;
 }
 
+TrialResult try_pool_of(const CUmemPoolProps& props, bool export_it);
+
 TrialResult try_pool(CUmemAllocationHandleType handles, bool export_it, int device) {
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.handleTypes = handles;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id = device;
+    return try_pool_of(props, export_it);
+}
+
+// cuMemPoolCreate of a pool that cannot be shared at `type` / `id`, of
+// allocation type `allocation`, destroyed again.
+TrialResult try_located_pool(CUmemAllocationType allocation, CUmemLocationType type, int id) {
+    CUmemPoolProps props{};
+    props.allocType = allocation;
+    props.location.type = type;
+    props.location.id = id;
+    return try_pool_of(props, false);
+}
+
+TrialResult try_pool_of(const CUmemPoolProps& props, bool export_it) {
+    const CUmemAllocationHandleType handles = props.handleTypes;
     CUmemoryPool pool = nullptr;
     if (auto created = call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props); !created)
         return outcome_of(created.error(), "cuMemPoolCreate");
@@ -223,6 +240,22 @@ TrialResult trial_pool_fabric(const Device& device, CapabilityFingerprint&) {
     // cuMemPoolDestroy after it refused a fabric export of the pool
     // (fabric_export above is the export trial).
     return try_pool(CU_MEM_HANDLE_TYPE_FABRIC, false, device.ordinal());
+}
+
+TrialResult trial_host_pool(const Device&, CapabilityFingerprint&) {
+    return try_located_pool(CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_HOST, 0);
+}
+
+TrialResult trial_host_numa_pool(const Device& device, CapabilityFingerprint&) {
+    // The device's nearest node, as for host_numa_vmm.
+    auto node = device.attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
+    if (!node) return outcome_of(node.error(), "HOST_NUMA_ID");
+    if (*node < 0) return skipped("the driver knows no host NUMA node for this device (HOST_NUMA_ID is -1)");
+    return try_located_pool(CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_HOST_NUMA, *node);
+}
+
+TrialResult trial_managed_pool(const Device& device, CapabilityFingerprint&) {
+    return try_located_pool(CU_MEM_ALLOCATION_TYPE_MANAGED, CU_MEM_LOCATION_TYPE_DEVICE, device.ordinal());
 }
 
 TrialResult trial_dma_buf(const Device&, CapabilityFingerprint&) {

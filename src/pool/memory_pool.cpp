@@ -24,6 +24,7 @@ constexpr detail::Operation kCreate{"MemoryPool::create"};
 constexpr detail::Operation kDefaultFor{"MemoryPool::default_for"};
 constexpr detail::Operation kCurrentFor{"MemoryPool::current_for"};
 constexpr detail::Operation kSetCurrentFor{"MemoryPool::set_current_for"};
+constexpr detail::Operation kProperties{"pool properties"};
 constexpr detail::Operation kManagedDefaultFor{"MemoryPool::managed_default_for"};
 constexpr detail::Operation kManagedCurrentFor{"MemoryPool::managed_current_for"};
 constexpr detail::Operation kSetManagedCurrentFor{"MemoryPool::set_managed_current_for"};
@@ -70,12 +71,32 @@ Result<unsigned> pool_handle_types(int ordinal) {
     return static_cast<unsigned>(mask);
 }
 
+// NotSupported unless some visible device reports pools at this host
+// location (HOST_MEMORY_POOLS_SUPPORTED / HOST_NUMA_MEMORY_POOLS_SUPPORTED):
+// the attribute is per device, a host pool serves them all.
+Result<void> require_host_pools(const Location& where) {
+    const bool numa = where.kind() == LocationKind::HostNuma;
+    CUDYN_TRY_ASSIGN(const int count, detail::visible_device_count());
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+        CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
+        if (numa ? caps.host_numa_memory_pools : caps.host_memory_pools) return ok();
+    }
+    return kCreate.not_supported("cuMemPoolCreate", std::string("no device reports ") +
+                                                        (numa ? "HOST_NUMA_MEMORY_POOLS_SUPPORTED"
+                                                              : "HOST_MEMORY_POOLS_SUPPORTED") +
+                                                        ": pools at " + where.describe() + " are not supported");
+}
+
 Result<CUmemLocation> managed_location(const Location& location, const detail::Operation& operation) {
     CUDYN_TRY(location.validate(operation.name()));
     return location.to_cu();
 }
 
 }  // namespace
+
+const char* to_string(PoolMemoryType type) noexcept {
+    return type == PoolMemoryType::Managed ? "managed" : "pinned";
+}
 
 const char* to_string(PoolReuse policy) noexcept {
     switch (policy) {
@@ -100,8 +121,18 @@ PoolProperties PoolProperties::with_max_size_bytes(std::size_t bytes) const noex
     return copy;
 }
 
+PoolProperties PoolProperties::with_memory_type(PoolMemoryType type) const noexcept {
+    PoolProperties copy = *this;
+    copy.memory_type_ = type;
+    return copy;
+}
+
 Result<void> PoolProperties::validate() const {
-    constexpr detail::Operation kProperties{"pool properties"};
+    if (memory_type_ != PoolMemoryType::Pinned && memory_type_ != PoolMemoryType::Managed)
+        return kProperties.invalid("memory type " + std::to_string(static_cast<int>(memory_type_)) + " is unknown");
+    if (location_.kind() == LocationKind::Host && handle_types_ != HandleType::None)
+        return kProperties.invalid("handle types: a pool at the HOST location cannot be shared (" +
+                                   to_string(handle_types_) + " asked)");
     CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, kProperties, "cuMemPoolCreate"));
 #if !defined(_WIN32)
     if (includes(handle_types_, HandleType::Win32) || includes(handle_types_, HandleType::Win32Kmt))
@@ -112,7 +143,8 @@ Result<void> PoolProperties::validate() const {
 
 CUmemPoolProps PoolProperties::to_cu() const noexcept {
     CUmemPoolProps props{};
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.allocType =
+        memory_type_ == PoolMemoryType::Managed ? CU_MEM_ALLOCATION_TYPE_MANAGED : CU_MEM_ALLOCATION_TYPE_PINNED;
     props.handleTypes = static_cast<CUmemAllocationHandleType>(handle_types_);
     props.location = location_.to_cu();
     props.maxSize = max_size_bytes_;
@@ -121,6 +153,7 @@ CUmemPoolProps PoolProperties::to_cu() const noexcept {
 
 std::string PoolProperties::describe() const {
     std::string text = location_.describe();
+    if (memory_type_ == PoolMemoryType::Managed) text += ", managed";
     if (handle_types_ != HandleType::None) text += ", handles " + to_string(handle_types_);
     if (max_size_bytes_ != 0) text += ", max " + std::to_string(max_size_bytes_) + " bytes";
     return text;
@@ -144,9 +177,12 @@ Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
                             to_string(static_cast<HandleType>(supported)) + ")");
         }
     } else {
-        // Host pools: the driver judges them (NOT_SUPPORTED comes back as NotSupported).
         CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolCreate_v11020));
+        if (properties.memory_type() == PoolMemoryType::Pinned) CUDYN_TRY(require_host_pools(where));
     }
+    // Managed pools came with CUDA 13, as did the location-keyed pool calls.
+    if (properties.memory_type() == PoolMemoryType::Managed && !has_entry(&DriverTable::cuMemGetDefaultMemPool_v13000))
+        return kCreate.not_supported("cuMemPoolCreate", "pools of managed memory need a CUDA 13 driver");
     const CUmemPoolProps props = properties.to_cu();
     CUmemoryPool pool = nullptr;
     if (auto created = call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props); !created) {
@@ -180,6 +216,47 @@ Result<void> MemoryPool::set_current_for(const Device& device) const {
         return kSetCurrentFor.invalid("the pool lives in " + location().describe() + ", not on device " +
                                       std::to_string(device.ordinal()));
     return call_driver(&DriverTable::cuDeviceSetMemPool_v11020, device.handle(), handle());
+}
+
+Result<MemoryPool> MemoryPool::default_for(Location location) {
+    CUDYN_TRY(location.validate(kDefaultFor.name()));
+    if (!has_entry(&DriverTable::cuMemGetDefaultMemPool_v13000) && location.kind() == LocationKind::Device) {
+        CUDYN_TRY_ASSIGN(const Device device, Device::get(location.id()));
+        return default_for(device);
+    }
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetDefaultMemPool_v13000));
+    CUmemLocation where = location.to_cu();
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetDefaultMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_PINNED));
+    return MemoryPool(pool, false, location);
+}
+
+Result<MemoryPool> MemoryPool::current_for(Location location) {
+    CUDYN_TRY(location.validate(kCurrentFor.name()));
+    if (!has_entry(&DriverTable::cuMemGetMemPool_v13000) && location.kind() == LocationKind::Device) {
+        CUDYN_TRY_ASSIGN(const Device device, Device::get(location.id()));
+        return current_for(device);
+    }
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetMemPool_v13000));
+    CUmemLocation where = location.to_cu();
+    CUmemoryPool pool = nullptr;
+    CUDYN_TRY(call_driver(&DriverTable::cuMemGetMemPool_v13000, &pool, &where, CU_MEM_ALLOCATION_TYPE_PINNED));
+    return MemoryPool(pool, false, location);
+}
+
+Result<void> MemoryPool::set_current_for(Location location) const {
+    CUDYN_TRY(require_pool(*this, kSetCurrentFor));
+    CUDYN_TRY(location.validate(kSetCurrentFor.name()));
+    if (!has_entry(&DriverTable::cuMemSetMemPool_v13000) && location.kind() == LocationKind::Device) {
+        CUDYN_TRY_ASSIGN(const Device device, Device::get(location.id()));
+        return set_current_for(device);
+    }
+    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemSetMemPool_v13000));
+    if (this->location() != location)
+        return kSetCurrentFor.invalid("the pool lives in " + this->location().describe() + ", not in " +
+                                      location.describe());
+    CUmemLocation where = location.to_cu();
+    return call_driver(&DriverTable::cuMemSetMemPool_v13000, &where, CU_MEM_ALLOCATION_TYPE_PINNED, handle());
 }
 
 Result<MemoryPool> MemoryPool::managed_default_for(Location location) {

@@ -29,8 +29,15 @@ namespace detail {
 struct PoolAccess;  // how the library's sharing sources build, and mark, pools
 }  // namespace detail
 
+// The memory a pool hands out: pinned memory at its location (the default),
+// or managed memory preferring its location (CUDA 13).
+enum class PoolMemoryType { Pinned, Managed };
+// "pinned", "managed".
+const char* to_string(PoolMemoryType type) noexcept;
+
 // What cuMemPoolCreate is given (CUmemPoolProps). A value type, built like
-// AllocationProperties: each with_* returns a modified copy.
+// AllocationProperties: each with_* returns a modified copy. The location is
+// a device, the host (CUDA 13) or a host NUMA node.
 class PoolProperties {
 public:
     explicit PoolProperties(Location location) noexcept : location_(location) {}
@@ -42,17 +49,21 @@ public:
     // The most the pool may ever reserve (CUmemPoolProps::maxSize, CUDA 12.2+);
     // 0, the default, leaves it to the driver (no limit of the pool's own).
     PoolProperties with_max_size_bytes(std::size_t bytes) const noexcept;
+    // Pinned (the default) or managed memory (CUmemPoolProps::allocType).
+    PoolProperties with_memory_type(PoolMemoryType type) const noexcept;
 
     const Location& location() const noexcept { return location_; }
     HandleType handle_types() const noexcept { return handle_types_; }
     std::size_t max_size_bytes() const noexcept { return max_size_bytes_; }
+    PoolMemoryType memory_type() const noexcept { return memory_type_; }
 
     // What can be checked without the driver: InvalidArgument naming the
     // field (a negative id, host-NUMA-current, unknown handle-type bits, a
-    // Win32 handle type off Windows).
+    // Win32 handle type off Windows, a handle type on a HOST pool, which the
+    // driver documents as not IPC capable).
     Result<void> validate() const;
-    // The driver's structure: allocation type PINNED, location with type and
-    // id set, the handle types, maxSize.
+    // The driver's structure: allocation type, location with type and id
+    // set, the handle types, maxSize.
     CUmemPoolProps to_cu() const noexcept;
     // "device 0, handles posix_fd, max 1073741824 bytes".
     std::string describe() const;
@@ -61,6 +72,7 @@ private:
     Location location_;
     HandleType handle_types_ = HandleType::None;
     std::size_t max_size_bytes_ = 0;
+    PoolMemoryType memory_type_ = PoolMemoryType::Pinned;
 };
 
 // Which pool a shared pool or pointer comes from: the process that created
@@ -111,6 +123,9 @@ public:
     // has no cuMemPoolCreate, the device reports no MEMORY_POOLS_SUPPORTED,
     // or a handle type is not in its MEMPOOL_SUPPORTED_HANDLE_TYPES;
     // InvalidArgument for a device ordinal outside the visible devices.
+    // Pinned pools on the host or a host NUMA node need a device that reports
+    // HOST_MEMORY_POOLS_SUPPORTED / HOST_NUMA_MEMORY_POOLS_SUPPORTED, and
+    // managed pools a CUDA 13 driver: NotSupported otherwise.
     static Result<MemoryPool> create(const PoolProperties& properties);
     // The device's default pool, and the pool cuMemAllocAsync on its streams
     // allocates from (the default one until set_current_for changes it). Not
@@ -121,6 +136,14 @@ public:
     // streams (cuDeviceSetMemPool). The pool must live in that device:
     // InvalidArgument otherwise.
     Result<void> set_current_for(const Device& device) const;
+    // The same for any location of pinned memory (a device, the host, a
+    // host NUMA node: cuMemGetDefaultMemPool / cuMemGetMemPool /
+    // cuMemSetMemPool, CUDA 13). A driver without them still answers for a
+    // device location (the calls above); for a host location NotSupported.
+    // set_current_for: the pool must live at `location` (InvalidArgument).
+    static Result<MemoryPool> default_for(Location location);
+    static Result<MemoryPool> current_for(Location location);
+    Result<void> set_current_for(Location location) const;
 
     // CUDA 13's pools of managed memory for a location (device or host):
     // the default one, the current one, and making this pool the current one.

@@ -11,6 +11,7 @@
 #include "support/vmm_helpers.hpp"
 
 #include "cudyn/device/device.hpp"
+#include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/pool/memory_pool.hpp"
 #include "cudyn/device/stream.hpp"
@@ -365,4 +366,87 @@ TEST_CASE("CUDA 13's managed pools: one per location, the default also the curre
     CHECK(take(MemoryPool::managed_default_for(Location::device(0))).handle() !=
           take(MemoryPool::managed_default_for(Location::device(1))).handle());
     require_error(MemoryPool::managed_default_for(Location::device(-1)), ErrorCode::InvalidArgument, "negative device ordinal");
+}
+
+TEST_CASE("pools by location: host and host NUMA pools, their buffers, default and current per location",
+          "[emulated][pool]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    const auto caps = take(cudyn::probe_capabilities(take(cudyn::Device::get(0))));
+    CHECK(caps.host_memory_pools);
+    CHECK(caps.host_numa_memory_pools);
+    for (const Location where : {Location::host(), Location::host_numa(1)}) {
+        INFO(where.describe());
+        auto pool = take(MemoryPool::create(PoolProperties(where)));
+        CHECK(pool.location() == where);
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+        require_ok(buffer.fill(0xC0FFEEu, stream));
+        std::vector<std::uint32_t> back(1024);
+        require_ok(buffer.copy_to(cudyn::HostSpan<std::uint32_t>(back), stream));
+        require_ok(stream.synchronize());
+        CHECK(back == std::vector<std::uint32_t>(1024, 0xC0FFEEu));
+        // Default and current for the location: one pool until set_current_for.
+        auto by_default = take(MemoryPool::default_for(where));
+        CHECK_FALSE(by_default.owned());
+        CHECK(take(MemoryPool::current_for(where)).handle() == by_default.handle());
+        require_ok(pool.set_current_for(where));
+        CHECK(take(MemoryPool::current_for(where)).handle() == pool.handle());
+        require_ok(by_default.set_current_for(where));
+        CHECK(take(MemoryPool::current_for(where)).handle() == by_default.handle());
+    }
+    // A device location answers through the same calls.
+    CHECK(take(MemoryPool::default_for(Location::device(1))).handle() ==
+          take(MemoryPool::default_for(take(cudyn::Device::get(1)))).handle());
+    auto host_pool = take(MemoryPool::create(PoolProperties(Location::host())));
+    require_error(host_pool.set_current_for(Location::device(0)), ErrorCode::InvalidArgument,
+                  "the pool lives in host, not in device 0");
+    require_error(MemoryPool::create(PoolProperties(Location::host()).with_handle_types(HandleType::PosixFileDescriptor)),
+                  ErrorCode::InvalidArgument, "a pool at the HOST location cannot be shared");
+    require_error(MemoryPool::default_for(Location::device(-1)), ErrorCode::InvalidArgument, "negative");
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("pools by location: NotSupported where no device reports host pools", "[emulated][pool]") {
+    auto context = activate(0);
+    {
+        const ScopedAttribute off0(0, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0);
+        const ScopedAttribute off1(1, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0);
+        const DriverSnapshot before;
+        require_error(MemoryPool::create(PoolProperties(Location::host())), ErrorCode::NotSupported,
+                      "HOST_MEMORY_POOLS_SUPPORTED");
+        CHECK(before.live_delta() == 0);
+    }
+    {
+        // One device is enough: a host pool serves every device.
+        const ScopedAttribute off1(1, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
+        auto pool = take(MemoryPool::create(PoolProperties(Location::host_numa(0))));
+        CHECK(pool.owned());
+    }
+}
+
+TEST_CASE("managed pools: the driver's answer on CUDA 13 without HMM", "[emulated][pool]") {
+    auto context = activate(0);
+    const auto properties = PoolProperties::device(0).with_memory_type(cudyn::PoolMemoryType::Managed);
+    CHECK(properties.to_cu().allocType == CU_MEM_ALLOCATION_TYPE_MANAGED);
+    CHECK(properties.describe() == "device 0, managed");
+    auto refused = MemoryPool::create(properties);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().driver_result == CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(refused.error().entry_point == "cuMemPoolCreate");
+}
+
+TEST_CASE("pools by location on a driver before CUDA 13", "[cuda11][pool]") {
+    auto context = activate(0);
+    require_error(MemoryPool::create(PoolProperties::device(0).with_memory_type(cudyn::PoolMemoryType::Managed)),
+                  ErrorCode::NotSupported, "need a CUDA 13 driver");
+    require_error(MemoryPool::create(PoolProperties(Location::host())), ErrorCode::NotSupported,
+                  "HOST_MEMORY_POOLS_SUPPORTED");
+    // A device location still answers, through the per-device calls.
+    auto by_location = take(MemoryPool::default_for(Location::device(0)));
+    CHECK(by_location.handle() == take(MemoryPool::default_for(take(cudyn::Device::get(0)))).handle());
+    CHECK(take(MemoryPool::current_for(Location::device(0))).handle() == by_location.handle());
+    require_ok(by_location.set_current_for(Location::device(0)));
+    require_error(MemoryPool::default_for(Location::host()), ErrorCode::NotSupported, "cuMemGetDefaultMemPool");
+    require_error(MemoryPool::current_for(Location::host_numa(0)), ErrorCode::NotSupported, "cuMemGetMemPool");
+    require_error(by_location.set_current_for(Location::host()), ErrorCode::NotSupported, "cuMemSetMemPool");
 }
