@@ -8,6 +8,8 @@
 #include "../tests/support/ptx_kernels.hpp"
 
 #include "cudyn/device/device.hpp"
+#include "cudyn/core/memory_ledger.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/memory/device_span.hpp"
@@ -819,6 +821,65 @@ const CaseRegistrar pool_alloc_64m({"pool/alloc-free-64MiB",
                                     "cuMemAllocFromPoolAsync + cuMemFreeAsync (1,000 per sample), and vs "
                                     "cuMemAlloc_v2 + cuMemFree_v2",
                                     true, [](const Settings& s) { return pool_alloc_free(s, 64 * kMiB, 1000); }});
+
+
+// =============================================================================
+// The memory ledger's share of an allocation: the raw driver path, and the
+// same path with one ledger entry counted in and out around each pair (what
+// every owner adds). Run with CUDYN_LEDGER=0 for the switched-off path.
+// =============================================================================
+
+CaseResult ledger_overhead(const Settings& settings, bool stream_ordered, std::uint64_t default_iterations) {
+    std::string error;
+    const MemoryFixture* f = fixture(error);
+    if (f == nullptr) return skipped(error);
+    if (stream_ordered && !has_entry(&DriverTable::cuMemAllocAsync_v11020))
+        return skipped("the driver has no stream-ordered allocation (11.2+)");
+    if (stream_ordered && !f->caps.memory_pools) return skipped("device 0 reports no MEMORY_POOLS_SUPPORTED");
+    const std::size_t bytes = kMiB;
+    const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
+    const DriverTable& cu = driver();
+    const CUstream stream = f->stream.handle();
+    const MemoryKind kind = stream_ordered ? MemoryKind::StreamOrdered : MemoryKind::Device;
+    // One allocation and free, with or without its ledger entry.
+    const auto pair = [&](bool counted) -> Result<void> {
+        CUdeviceptr pointer = 0;
+        if (stream_ordered)
+            CUDYN_TRY(raw_result(cu.cuMemAllocAsync_v11020(&pointer, bytes, stream), "cuMemAllocAsync"));
+        else
+            CUDYN_TRY(raw_result(cu.cuMemAlloc_v3020(&pointer, bytes), "cuMemAlloc_v2"));
+        detail::LedgerTicket ticket;
+        if (counted) ticket = detail::ledger_open(kind, 0, bytes, static_cast<std::uintptr_t>(pointer));
+        keep(pointer);
+        if (stream_ordered) return raw_result(cu.cuMemFreeAsync_v11020(pointer, stream), "cuMemFreeAsync");
+        return raw_result(cu.cuMemFree_v3020(pointer), "cuMemFree_v2");
+    };
+    const auto side = [&](bool counted) -> Sample {
+        return [&, counted]() -> Result<double> {
+            const auto start = Clock::now();
+            for (std::uint64_t i = 0; i < iterations; ++i) CUDYN_TRY(pair(counted));
+            CUDYN_TRY(raw_result(cu.cuStreamSynchronize_v2000(stream), "cuStreamSynchronize"));
+            return elapsed_ns(start, Clock::now()) / static_cast<double>(iterations);
+        };
+    };
+    CaseResult result = compare_samples(settings.value_or_repetitions(11), side(false), side(true));
+    if (result.status != Status::Ok) return result;
+    result.operation = std::string(stream_ordered ? "cuMemAllocAsync+cuMemFreeAsync" : "cuMemAlloc+cuMemFree") +
+                       " 1 MiB, + one ledger entry";
+    result.unit = "ns/op";
+    result.iterations = iterations;
+    result.notes.push_back(ledger::enabled() ? "ledger on" : "ledger off (CUDYN_LEDGER=0 or built with -Dledger=false)");
+    add_target_note(result, "allocation + ledger entry vs allocation", 1.02, false);
+    return result;
+}
+
+const CaseRegistrar ledger_alloc_case({"ledger/alloc-free-1MiB",
+                                       "cuMemAlloc_v2 + cuMemFree_v2 of 1 MiB with one ledger entry vs without",
+                                       true, [](const Settings& s) { return ledger_overhead(s, false, 200); }});
+const CaseRegistrar ledger_pool_case({"ledger/stream-ordered-1MiB",
+                                      "cuMemAllocAsync + cuMemFreeAsync of 1 MiB with one ledger entry vs without "
+                                      "(10,000 per sample)",
+                                      true, [](const Settings& s) { return ledger_overhead(s, true, 10000); }});
 
 }  // namespace
 
