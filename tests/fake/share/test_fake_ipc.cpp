@@ -18,6 +18,7 @@
 #include "support/ipc_helpers.hpp"
 #include "support/vmm_helpers.hpp"
 
+#include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/device/stream.hpp"
 #include "cudyn/device/stream_memory_ops.hpp"
 #include "cudyn/memory/device_buffer.hpp"
@@ -92,6 +93,8 @@ int consumer_role(int, char**) {
                          imported->device_address() == imported->base_address() + kOffset,
                      "the shared part is base + offset");
         check.expect(live_allocations() == live + 2, "the imported memory and event count as live IPC objects");
+        check.expect(cudyn::ledger::snapshot().of(cudyn::MemoryKind::IpcOpened).live_bytes == kSharedBytes,
+                     "the memory ledger counts the opened memory");
         // The CUDA 10.1 fake has only the 4.1 ABI; newer ones get the _v2 entry.
         auto calls = probe<PFN_fakecuda_call_count>("fakecuda_call_count");
         const bool has_v2 = cudyn::has_entry(&cudyn::DriverTable::cuIpcOpenMemHandle_v11000);

@@ -10,6 +10,7 @@
 #include "support/ipc_helpers.hpp"
 #include "support/vmm_helpers.hpp"
 
+#include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/share/ipc_event.hpp"
 #include "cudyn/pool/memory_pool.hpp"
 #include "cudyn/share/pool_sharing.hpp"
@@ -98,6 +99,8 @@ int pool_stream_free_role(int, char**) {
         if (!ok(check, memory, "import_pool_pointer")) return;
         ok(check, event->synchronize(), "wait for the exporter's fill");
         check.expect(!memory->stream_ordered(), "an import is freed synchronously until a stream is named");
+        check.expect(cudyn::ledger::snapshot().of(cudyn::MemoryKind::PoolImported).live_bytes == memory->size_bytes(),
+                     "the memory ledger counts the imported pointer");
         // No Catch assertions in a child: the fake's probes are reached directly.
         const auto delay = probe<PFN_fakecuda_set_stream_delay_us>("fakecuda_set_stream_delay_us");
         const auto reset = probe<PFN_fakecuda_reset_counts>("fakecuda_reset_counts");
