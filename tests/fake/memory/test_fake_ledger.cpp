@@ -1,7 +1,8 @@
 // The memory ledger on the fake drivers: every kind of owner counts itself in
 // and out on its device, peaks and totals, a refused release stays counted,
-// a refused allocation never counts, labels on tracked allocations, and the
-// CUDYN_LEDGER=0 switch (a Meson test of its own, [ledger-off]).
+// a refused allocation never counts, labels on tracked allocations, the
+// report at exit (a child process), and the CUDYN_LEDGER=0 switch (a Meson
+// test of its own, [ledger-off]).
 #include "support/catch.hpp"
 #include "support/fake_driver.hpp"
 #include "support/fake_memory_helpers.hpp"
@@ -22,7 +23,16 @@
 #include "cudyn/vmm/physical_memory.hpp"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
+
+#if !defined(_WIN32)
+#include "support/child_process.hpp"
+#endif
 
 using cudyn::LedgerEntry;
 using cudyn::MemoryKind;
@@ -197,3 +207,41 @@ TEST_CASE("Ledger: CUDYN_LEDGER=0 counts nothing", "[emulated][ledger-off]") {
     CHECK(cudyn::ledger::live_allocations().empty());
     CHECK(cudyn::ledger::format(snapshot) == "ledger off\n");
 }
+
+#if !defined(_WIN32)
+namespace {
+
+// Writes its stderr to the file named by its argument, then lets a labelled
+// device buffer outlive main: CUDYN_LEDGER_REPORT=1 must name it at exit.
+int leaking_role(int argc, char** argv) {
+    if (argc < 1 || std::freopen(argv[0], "w", stderr) == nullptr) return 2;
+    auto device = cudyn::Device::get(0);
+    if (!device) return 3;
+    static auto context = cudyn::PrimaryContext::activate(*device);
+    if (!context) return 4;
+    const cudyn::LedgerLabel label("left-behind");
+    auto buffer = cudyn::DeviceBuffer<unsigned char>::allocate(4096);
+    if (!buffer) return 5;
+    new cudyn::DeviceBuffer<unsigned char>(std::move(*buffer));  // never freed, on purpose
+    return 0;
+}
+const cudyn_test::ChildRole leaking("ledger-leaking", leaking_role);
+
+}  // namespace
+
+TEST_CASE("Ledger: CUDYN_LEDGER_REPORT=1 names what is alive at exit", "[emulated][ledger]") {
+    const std::string path = "ledger-report-" + std::to_string(static_cast<long>(::getpid())) + ".txt";
+    REQUIRE(::setenv("CUDYN_LEDGER_REPORT", "1", 1) == 0);
+    auto child = cudyn_test::ChildProcess::spawn("ledger-leaking", {path});
+    REQUIRE(::unsetenv("CUDYN_LEDGER_REPORT") == 0);
+    CHECK(child.wait(std::chrono::seconds(30)) == 0);
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    std::remove(path.c_str());
+    INFO(text.str());
+    CHECK(text.str().find("cudyn ledger: 1 allocation(s) still alive at exit") != std::string::npos);
+    CHECK(text.str().find("left-behind") != std::string::npos);
+    CHECK(text.str().find("4096 B") != std::string::npos);
+}
+#endif
