@@ -119,7 +119,6 @@ Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const
         return operation.invalid("size " + std::to_string(info.size_bytes) +
                                  " is not a multiple of this process's granularity " +
                                  std::to_string(memory->granularity) + " for " + memory->properties.describe());
-    memory->count_in(MemoryKind::AllocationImported);
     return VmmAccess::adopt(std::move(memory));
 }
 
@@ -198,7 +197,11 @@ Result<PhysicalMemory> import_memory_fd(MemoryFdDescriptor exported) {
     CUDYN_TRY(call_driver(&DriverTable::cuMemImportFromShareableHandle_v10020, &handle,
                           reinterpret_cast<void*>(static_cast<std::intptr_t>(exported.fd.get())),
                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-    return detail::adopt_imported(handle, exported.info, kImportFd);
+    // Imports count in the ledger; a retain of this process's own memory
+    // (adopt_imported's other use) does not count it twice.
+    CUDYN_TRY_ASSIGN(PhysicalMemory memory, detail::adopt_imported(handle, exported.info, kImportFd));
+    detail::VmmAccess::record(memory)->count_in(MemoryKind::AllocationImported);
+    return memory;
 #endif
 }
 
@@ -283,7 +286,9 @@ Result<PhysicalMemory> import_memory_fabric(const MemoryFabricDescriptor& descri
                    ? detail::no_fabric(std::move(error), kImportFabric.name())
                    : error;
     }
-    return detail::adopt_imported(handle, descriptor.info(), kImportFabric);
+    CUDYN_TRY_ASSIGN(PhysicalMemory memory, detail::adopt_imported(handle, descriptor.info(), kImportFabric));
+    detail::VmmAccess::record(memory)->count_in(MemoryKind::AllocationImported);
+    return memory;
 }
 
 }  // namespace cudyn

@@ -12,6 +12,7 @@
 #include "support/ipc_helpers.hpp"
 #include "support/vmm_helpers.hpp"
 
+#include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/vmm/address_range.hpp"
 #include "cudyn/vmm/allocation_properties.hpp"
 #include "cudyn/channel/fd_channel.hpp"
@@ -88,6 +89,9 @@ int fd_consumer_role(int, char**) {
             auto memory = cudyn::import_memory_fd(std::move(*received));
             check.expect(::fcntl(received_fd, F_GETFD) < 0, "the received descriptor is closed after the import");
             if (!ok(check, memory, "import_memory_fd")) return;
+            check.expect(cudyn::ledger::snapshot().of(cudyn::MemoryKind::AllocationImported).live_bytes ==
+                             memory->size_bytes(),
+                         "the memory ledger counts the imported memory");
             use_imported(check, *memory);
             ok(check, send_tag(channel, kDone), "send 'done'");
         }
