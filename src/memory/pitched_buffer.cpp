@@ -31,7 +31,7 @@ Result<PitchedBuffer> PitchedBuffer::allocate(std::size_t width_bytes, std::size
     std::size_t pitch = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuMemAllocPitch_v3020, &pointer, &pitch, width_bytes, rows, access_size));
     return PitchedBuffer(detail::OwnedMemory(static_cast<std::uintptr_t>(pointer), pointer, pitch * rows,
-                                             detail::free_device_memory, std::move(context)),
+                                             detail::free_device_memory, std::move(context), MemoryKind::Device),
                          width_bytes, pitch, height, depth);
 }
 
