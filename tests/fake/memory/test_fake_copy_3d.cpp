@@ -420,9 +420,9 @@ TEST_CASE("CopyOptions: per-copy and plan-wide hints and the overlap flag, group
     CHECK(fake.call_count("cuMemcpyBatchAsync") + fake.call_count("cuMemcpyBatchAsync_v2") == 1);
 
     // A device hint past the visible devices: refused before any call, naming the hint.
-    cudyn::CopyOptions far;
-    far.destination_hint = cudyn::Location::device(7);
-    require_ok(plan.add_bytes(target + 16384, source + 16384, 64, far));
+    cudyn::CopyOptions off_device;
+    off_device.destination_hint = cudyn::Location::device(7);
+    require_ok(plan.add_bytes(target + 16384, source + 16384, 64, off_device));
     fake.reset_counts();
     require_error(plan.execute(stream), ErrorCode::InvalidArgument,
                   "destination location hint (device 7) is not one of the 2 visible devices");
@@ -431,7 +431,7 @@ TEST_CASE("CopyOptions: per-copy and plan-wide hints and the overlap flag, group
     // The fake, as cuda.h describes the driver, refuses such a hint itself.
     CUmemcpyAttributes attributes{};
     attributes.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-    attributes.dstLocHint = far.destination_hint->to_cu();
+    attributes.dstLocHint = off_device.destination_hint->to_cu();
     CUdeviceptr destinations[] = {target};
     CUdeviceptr sources[] = {source};
     std::size_t sizes[] = {64};
