@@ -129,6 +129,12 @@ struct ShardReturn {
 // The calling thread's shard, taken at its first count; nullptr: count in the
 // shared one.
 Shard* claim_shard() noexcept {
+#if defined(_WIN32)
+    // A thread_local's destructor in a DLL did not run at thread exit (MinGW
+    // under wine: every ended thread kept its shard), so shards would grow
+    // with every thread ever started: Windows counts in the shared shard.
+    return nullptr;
+#endif
     if (this_thread_ended) return nullptr;
     try {
         thread_local ShardReturn hand_back;  // registered before the shard is taken

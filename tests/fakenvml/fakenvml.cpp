@@ -38,9 +38,11 @@ namespace {
 // build checks against nvml.h where one is found.
 using namespace cudyn::nvml;
 constexpr int kInsufficientSize = 7;
+#if !defined(FAKENVML_OLD)  // the fabric query's own values: the old variant has no fabric query
 constexpr int kUnknown = 999;
 using FabricInfoV2 = GpuFabricInfoV2;
 constexpr unsigned int kFabricInfoV2 = kFabricInfoV2Version;
+#endif
 constexpr unsigned int kMaxLinks = kMaxNvLinks;
 
 // A device handle is the ordinal + 1 (never null).
