@@ -189,6 +189,9 @@ Result<void> ImportedRange::Held::release() {
     CUDYN_TRY(unmap_to(0));
     CUDYN_TRY(range.free());
     context.reset();
+    kept.clear();  // the kept descriptors close
+    listed.close();
+    suspended = false;
     return ok();
 }
 
