@@ -139,6 +139,12 @@ Result<void> ImportedRange::Held::unmap_to(std::size_t count) {
 
 Result<void> ImportedRange::Held::remap_kept(const char* operation) {
     const detail::Operation op{operation};
+    // A chunk unmapped whose memory the driver would not take back yet: let
+    // go of it now (a retry of its release), then import it afresh.
+    while (!chunks.empty() && chunks.back().empty()) {
+        if (auto released = chunks.back().unmap(); !released) return op.context(std::move(released).error());
+        chunks.pop_back();
+    }
     CUDYN_TRY_ASSIGN(std::vector<RangeChunk> copies, duplicate_chunks(kept, chunks.size(), op));
     CUDYN_TRY_ASSIGN(std::vector<PhysicalMemory> memory, import_chunks(copies, op));
     if (auto mapped = map_chunks(copies, memory); !mapped) return op.context(std::move(mapped).error());
@@ -163,10 +169,13 @@ Result<void> ImportedRange::suspend() {
         return ok();
     }
     Error error = kSuspend.context(std::move(unmapped).error());
-    if (held.chunks.size() == mapped) return error;  // refused before any unmap: as it was
+    const bool untouched = held.chunks.size() == mapped &&
+                           std::none_of(held.chunks.begin(), held.chunks.end(),
+                                        [](const MappedRange& chunk) { return chunk.empty(); });
+    if (untouched) return error;  // refused before any unmap: as it was
     if (auto back = held.remap_kept(kSuspend.name()); !back) {
         held.suspended = true;  // resume() maps the rest
-        error.message += "; " + std::to_string(mapped - held.chunks.size()) + " of " + std::to_string(mapped) +
+        error.message += "; " + std::to_string(mapped - held.chunks.size()) + " or more of " + std::to_string(mapped) +
                          " chunks stay unmapped and the range is suspended (resume() maps them again): " +
                          back.error().describe();
     } else {
