@@ -162,6 +162,23 @@ int checkpoint_importer_role(int, char**) {
 }
 const cudyn_test::ChildRole checkpoint_importer("checkpoint-importer", checkpoint_importer_role);
 
+// A target that does not prepare: it maps an imported range through the
+// checkpoint (the fake does not refuse that; see ARCHITECTURE's fake model).
+int unprepared_importer_role(int, char**) {
+    return run_role("checkpoint-unprepared-importer", [](ChildChecks& check, cudyn::FdChannel& channel) {
+        auto layout = cudyn::receive_range(channel);
+        if (!ok(check, layout, "range")) return;
+        auto range = cudyn::import_range(std::move(*layout));
+        if (!ok(check, range, "import range")) return;
+        ok(check, send_tag(channel, kPrepared), "tell the parent");
+        if (!ok(check, channel.receive(kCheckpointDone, std::chrono::seconds(60)), "the parent's checkpoint")) return;
+        check.expect(same_words(range->device_address(), range->size_bytes(), kRangeStamp), "the range's bytes");
+        ok(check, send_tag(channel, kVerdict), "verdict");
+        ok(check, channel.receive(kDone, std::chrono::seconds(60)), "the end");
+    });
+}
+const cudyn_test::ChildRole unprepared_importer("checkpoint-unprepared-importer", unprepared_importer_role);
+
 }  // namespace
 
 TEST_CASE("a target lists its imports, prepares, is checkpointed and restored, and resumes them",
@@ -349,4 +366,23 @@ TEST_CASE("a preparation refuses bad input before any driver call", "[emulated][
     require_ok(range.suspend());
     require_ok(range.close());
     CHECK(range.empty());
+}
+
+TEST_CASE("the fake's checkpoint of an importer leaves the exporter's memory alone", "[emulated][checkpoint]") {
+    auto context = activate(0);
+    auto growable = shareable_growable(2, kRangeStamp);
+    ParentSide side = start_child("checkpoint-unprepared-importer");
+    require_ok(cudyn::send_descriptor(side.channel, take(take(cudyn::RangeExporter::create(growable)).describe())));
+    REQUIRE(side.channel.receive(kPrepared, std::chrono::seconds(60)).has_value());
+    const int pid = static_cast<int>(side.child.pid());
+    auto owner = take(cudyn::ProcessCheckpoint::lock(pid, std::chrono::seconds(5)));
+    require_ok(owner.checkpoint());
+    // The target's own device memory is cleared while it is checkpointed;
+    // the chunks it imported are this process's and keep their bytes.
+    CHECK(all_equal(growable.device_address(), growable.size_bytes(), kRangeStamp));
+    require_ok(owner.finish());
+    require_ok(send_tag(side.channel, kCheckpointDone));
+    CHECK(side.channel.receive(kVerdict, std::chrono::seconds(60)).has_value());
+    require_ok(send_tag(side.channel, kDone));
+    CHECK(side.child.wait(kChildTimeout) == 0);
 }
