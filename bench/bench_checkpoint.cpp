@@ -3,10 +3,12 @@
 // 16 GiB) of device memory. Each round locks, checkpoints, restores and
 // unlocks the same target once per side; the sides alternate which goes
 // first. The time of a round is checkpoint + restore (what moves the bytes);
-// lock and unlock are in the extra numbers.
+// lock and unlock are in the extra numbers. The onto-other-GPU case restores
+// with device 0 and device 1 swapped, so the target changes GPU every cycle.
 #include "harness.hpp"
 
 #include "cudyn/checkpoint/process_checkpoint.hpp"
+#include "cudyn/checkpoint/restore_placement.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/loader.hpp"
 #include "cudyn/memory/device_buffer.hpp"
@@ -20,6 +22,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -91,7 +94,19 @@ struct Steps {
     double lock = 0, checkpoint = 0, restore = 0, unlock = 0;
 };
 
-Result<Steps> raw_cycle(int pid) {
+// The raw restore's GPU pairs for `placement` (empty: in place).
+std::vector<CUcheckpointGpuPair> raw_pairs(const RestorePlacement& placement) {
+    std::vector<CUcheckpointGpuPair> pairs;
+    for (const RestorePlacement::Move& move : placement.moves()) {
+        CUcheckpointGpuPair pair;
+        std::memcpy(pair.oldUuid.bytes, move.from.bytes.data(), sizeof pair.oldUuid.bytes);
+        std::memcpy(pair.newUuid.bytes, move.to.bytes.data(), sizeof pair.newUuid.bytes);
+        pairs.push_back(pair);
+    }
+    return pairs;
+}
+
+Result<Steps> raw_cycle(int pid, const RestorePlacement& placement = {}) {
     const DriverTable& cu = driver();
     Steps s;
     CUcheckpointLockArgs lock_args;
@@ -100,6 +115,11 @@ Result<Steps> raw_cycle(int pid) {
     std::memset(&checkpoint_args, 0, sizeof checkpoint_args);
     CUcheckpointRestoreArgs restore_args;
     std::memset(&restore_args, 0, sizeof restore_args);
+    std::vector<CUcheckpointGpuPair> pairs = raw_pairs(placement);
+    if (!pairs.empty()) {
+        restore_args.gpuPairs = pairs.data();
+        restore_args.gpuPairsCount = static_cast<unsigned int>(pairs.size());
+    }
     CUcheckpointUnlockArgs unlock_args;
     std::memset(&unlock_args, 0, sizeof unlock_args);
     auto t = Clock::now();
@@ -118,7 +138,7 @@ Result<Steps> raw_cycle(int pid) {
     return s;
 }
 
-Result<Steps> cudyn_cycle(int pid) {
+Result<Steps> cudyn_cycle(int pid, const RestorePlacement& placement = {}) {
     Steps s;
     auto t = Clock::now();
     CUDYN_TRY_ASSIGN(auto owner, ProcessCheckpoint::lock(pid));
@@ -127,7 +147,7 @@ Result<Steps> cudyn_cycle(int pid) {
     CUDYN_TRY(owner.checkpoint());
     s.checkpoint = elapsed_ms(t, Clock::now());
     t = Clock::now();
-    CUDYN_TRY(owner.restore());
+    CUDYN_TRY(owner.restore(placement));
     s.restore = elapsed_ms(t, Clock::now());
     t = Clock::now();
     CUDYN_TRY(owner.unlock());
@@ -135,8 +155,18 @@ Result<Steps> cudyn_cycle(int pid) {
     return s;
 }
 
-CaseResult cycle(const Settings& settings, const char* child, std::size_t gib) {
+// `swap_gpus`: every restore swaps device 0 and device 1 (both sides), so the
+// target moves to the other GPU each cycle.
+CaseResult cycle(const Settings& settings, const char* child, std::size_t gib, bool swap_gpus = false) {
     if (auto present = process_state(static_cast<int>(::getpid())); !present) return skipped(present.error().describe());
+    RestorePlacement placement;
+    if (swap_gpus) {
+        auto count = Device::count();
+        if (!count) return failed(count.error().describe());
+        if (*count < 2) return skipped("one device: restoring onto another GPU needs two");
+        auto swapped = placement.swap(*Device::get(0), *Device::get(1));
+        if (!swapped) return failed(swapped.error().describe());
+    }
     Target target(child);
     if (target.pid <= 0) return skipped("the target could not hold " + std::to_string(gib) + " GiB on device 0");
     const int pid = static_cast<int>(target.pid);
@@ -146,7 +176,7 @@ CaseResult cycle(const Settings& settings, const char* child, std::size_t gib) {
     for (int round = 0; round < rounds; ++round) {
         for (int side = 0; side < 2; ++side) {
             const bool raw_side = (side == 0) == (round % 2 == 0);
-            auto steps = raw_side ? raw_cycle(pid) : cudyn_cycle(pid);
+            auto steps = raw_side ? raw_cycle(pid, placement) : cudyn_cycle(pid, placement);
             if (!steps) return failed(steps.error().describe());
             (raw_side ? result.raw_samples : result.cudyn_samples).push_back(steps->checkpoint + steps->restore);
             Steps& sum = raw_side ? raw_sum : cudyn_sum;
@@ -158,7 +188,8 @@ CaseResult cycle(const Settings& settings, const char* child, std::size_t gib) {
     }
     result.raw = median(result.raw_samples);
     result.cudyn = median(result.cudyn_samples);
-    result.operation = "checkpoint+restore of a process holding " + std::to_string(gib) + " GiB";
+    result.operation = "checkpoint+restore of a process holding " + std::to_string(gib) + " GiB" +
+                       (swap_gpus ? ", restored onto the other GPU" : "");
     result.unit = "ms";
     result.iterations = 1;
     result.samples = rounds;
@@ -171,7 +202,7 @@ CaseResult cycle(const Settings& settings, const char* child, std::size_t gib) {
     const double bytes = static_cast<double>(gib * kGiB);
     result.notes.push_back(format("cudyn side, mean: checkpoint %.2f GB/s", bytes / (cudyn_sum.checkpoint / n) / 1e6) +
                            format(", restore %.2f GB/s", bytes / (cudyn_sum.restore / n) / 1e6));
-    add_target_note(result, "checkpoint+restore", 1.05);
+    add_target_note(result, swap_gpus ? "checkpoint+restore onto the other GPU" : "checkpoint+restore", 1.05);
     return result;
 }
 
@@ -215,6 +246,7 @@ CaseResult growable_against_driver(const Settings& settings) {
 
 CaseResult cycle_1gib(const Settings& settings) { return cycle(settings, "checkpoint-hold-1gib", 1); }
 CaseResult cycle_16gib(const Settings& settings) { return cycle(settings, "checkpoint-hold-16gib", 16); }
+CaseResult onto_other_gpu_1gib(const Settings& settings) { return cycle(settings, "checkpoint-hold-1gib", 1, true); }
 
 const CaseRegistrar cycle_1gib_case({"checkpoint/cycle-1GiB",
                                      "ProcessCheckpoint lock+checkpoint+restore+unlock of a process holding 1 GiB "
@@ -224,6 +256,11 @@ const CaseRegistrar cycle_16gib_case({"checkpoint/cycle-16GiB",
                                       "ProcessCheckpoint lock+checkpoint+restore+unlock of a process holding 16 GiB "
                                       "vs the raw calls",
                                       true, cycle_16gib});
+
+const CaseRegistrar onto_other_case({"checkpoint/onto-other-gpu-1GiB",
+                                      "as checkpoint/cycle-1GiB, each restore swapping device 0 and device 1 (the "
+                                      "target moves GPU every cycle) vs the raw calls with the same GPU pairs",
+                                      true, onto_other_gpu_1gib});
 
 const CaseRegistrar growable_case({"checkpoint/growable-vs-driver-1GiB",
                                    "GrowableBuffer release_physical(Save)+restore of 1 GiB vs the driver's checkpoint+"

@@ -8,6 +8,7 @@
 
 #include "cudyn/channel/fd_channel.hpp"
 #include "cudyn/device/device.hpp"
+#include "cudyn/device/peer_access.hpp"
 #include "cudyn/device/primary_context.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/memory/memory_info.hpp"
@@ -35,6 +36,7 @@ constexpr std::size_t kChunks = 64;
 constexpr const char* kChannelVariable = "CUDYN_BENCH_RANGE_CHANNEL";
 constexpr const char* kRoundsVariable = "CUDYN_BENCH_RANGE_ROUNDS";
 constexpr const char* kUpdatesVariable = "CUDYN_BENCH_RANGE_UPDATES";
+constexpr const char* kDeviceVariable = "CUDYN_BENCH_RANGE_DEVICE";  // the importer's device
 
 // The range's size: 16 GiB, or half of device 0's free memory where that is
 // less, in 64 chunks of whole granules.
@@ -78,24 +80,28 @@ Result<Exporter> make_exporter(std::size_t capacity_chunks, std::size_t mapped_c
                     std::move(ends.second)};
 }
 
-// A child's device 0 context and its end of the channel.
+// A child's context (device 0, or the one kDeviceVariable names) and its
+// end of the channel.
 struct ChildSide {
     PrimaryContext context;
     FdChannel channel;
+    int device = 0;
 };
 
 Result<ChildSide> child_side() {
     const char* fd = std::getenv(kChannelVariable);
     if (fd == nullptr) return Error::invalid_argument("no channel in " + std::string(kChannelVariable));
-    CUDYN_TRY_ASSIGN(const Device device, Device::get(0));
+    const char* named = std::getenv(kDeviceVariable);
+    const int ordinal = named == nullptr ? 0 : std::atoi(named);
+    CUDYN_TRY_ASSIGN(const Device device, Device::get(ordinal));
     CUDYN_TRY_ASSIGN(PrimaryContext context, PrimaryContext::activate(device));
     CUDYN_TRY_ASSIGN(FdChannel channel, FdChannel::adopt(FileDescriptor(std::atoi(fd))));
-    return ChildSide{std::move(context), std::move(channel)};
+    return ChildSide{std::move(context), std::move(channel), ordinal};
 }
 
 // The raw import of the same range: reserve, import and map each chunk, one
-// grant; then (untimed) unmap, release, free. False on any failure.
-bool raw_import(const RangeDescriptor& descriptor, double* us) {
+// grant to `device`; then (untimed) unmap, release, free. False on any failure.
+bool raw_import(const RangeDescriptor& descriptor, int device, double* us) {
     const DriverTable& cu = driver();
     const auto start = Clock::now();
     CUdeviceptr base = 0;
@@ -119,7 +125,7 @@ bool raw_import(const RangeDescriptor& descriptor, double* us) {
     const std::size_t mapped = handles.size() * descriptor.chunks.front().size_bytes;
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = 0;
+    access.location.id = device;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     if (good) good = cu.cuMemSetAccess_v10020(base, mapped, &access, 1) == CUDA_SUCCESS;
     const auto end = Clock::now();
@@ -139,6 +145,7 @@ int child_import() {
     auto side = child_side();
     if (!side) return std::printf("%s\n", side.error().describe().c_str()), 1;
     FdChannel* channel = &side->channel;
+    const int device = side->device;
     auto layout = receive_range(*channel);
     if (!layout) return std::printf("%s\n", layout.error().describe().c_str()), 1;
     const int rounds = std::max(3, std::atoi(std::getenv(kRoundsVariable) ? std::getenv(kRoundsVariable) : "10"));
@@ -148,13 +155,13 @@ int child_import() {
             const bool raw_side = (side == 0) == (round % 2 == 0);
             double us = 0;
             if (raw_side) {
-                if (!raw_import(*layout, &us)) return std::printf("raw import failed\n"), 1;
+                if (!raw_import(*layout, device, &us)) return std::printf("raw import failed\n"), 1;
                 if (round > 0) raw_us.push_back(us);
             } else {
                 auto copy = layout->duplicate();  // the receive's work, not the import's
                 if (!copy) return std::printf("%s\n", copy.error().describe().c_str()), 1;
                 const auto start = Clock::now();
-                auto imported = import_range(std::move(*copy));
+                auto imported = import_range(std::move(*copy), {AccessGrant{Location::device(device)}});
                 const auto end = Clock::now();
                 if (!imported) return std::printf("%s\n", imported.error().describe().c_str()), 1;
                 if (round > 0) cudyn_us.push_back(elapsed_ns(start, end) / 1000.0);
@@ -215,16 +222,32 @@ Result<void> send_layout(Exporter& exporter) {
     return send_descriptor(exporter.here, layout);
 }
 
-CaseResult range_import(const Settings& settings) {
+// `importer`: the device the child maps the range for (1: device 0's memory
+// reached over the peer link).
+CaseResult range_import(const Settings& settings, int importer) {
+    if (importer != 0) {
+        auto count = Device::count();
+        if (!count) return failed(count.error().describe());
+        if (*count < 2) return skipped("one device: the peer import needs two");
+        auto from = Device::get(importer);
+        auto to = Device::get(0);
+        if (!from || !to) return failed("devices 0 and 1 are not both there");
+        auto reach = peer_attributes(*from, *to);
+        if (!reach) return failed(reach.error().describe());
+        if (!reach->access_supported) return skipped("device 1 cannot reach device 0's memory (no peer access)");
+    }
     std::size_t chunk_bytes = 0;
     auto exporter = make_exporter(kChunks, kChunks, &chunk_bytes);
     if (!exporter) return not_exported(exporter.error());
     if (auto sent = send_layout(*exporter); !sent) return failed(sent.error().describe());
     std::string summary;
+    ::setenv(kDeviceVariable, std::to_string(importer).c_str(), 1);
     CaseResult result = run_with_child(*exporter, "range-import", settings, &summary);
+    ::unsetenv(kDeviceVariable);
     if (result.status != Status::Ok) return result;
     const double gib = field(summary, "bytes") / static_cast<double>(kGiB);
-    result.operation = "import " + format("%.1f", gib) + " GiB in 64 chunks in a fresh process";
+    result.operation = "import " + format("%.1f", gib) + " GiB in 64 chunks in a fresh process" +
+                       (importer != 0 ? ", mapped for device 1" : "");
     result.raw = field(summary, "raw_us");
     result.cudyn = field(summary, "cudyn_us");
     result.unit = "us/import";
@@ -235,13 +258,17 @@ CaseResult range_import(const Settings& settings) {
                            "cuMemSetAccess; cudyn adds the descriptor's checks, the grant checks, the properties of "
                            "each imported handle (cuMemGetAllocationPropertiesFromHandle) and the owners");
     if (gib < 16) result.notes.push_back("less than 16 GiB: device 0 had less than 32 GiB free");
-    add_target_note(result, "range-import-16g", 1.05);
+    add_target_note(result, importer != 0 ? "range-import-peer-16g" : "range-import-16g", 1.05);
     return result;
 }
 
 const CaseRegistrar range_import_case({"share/range-import-16g",
                                        "import_range vs the raw import loop of a 64-chunk range of another process",
-                                       true, range_import});
+                                       true, [](const Settings& s) { return range_import(s, 0); }});
+const CaseRegistrar range_import_peer_case({"share/range-import-peer-16g",
+                                            "as share/range-import-16g, the importer on device 1 mapping device 0's "
+                                            "chunks for itself (peer access)",
+                                            true, [](const Settings& s) { return range_import(s, 1); }});
 
 // =============================================================================
 // One growth update, end to end

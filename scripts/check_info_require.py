@@ -26,6 +26,8 @@ SCENARIOS = [
     ("registration in progress", {"FAKENVML_FABRIC": "in_progress"}, "fabric_healthy", 4,
      "fabric registration in progress"),
     ("no fabric", {"FAKENVML_FABRIC": "none"}, "fabric_healthy", 4, "the GPU is in no NVLink fabric"),
+    ("registered in no cluster", {"FAKENVML_FABRIC": "standalone"}, "fabric_healthy", 4,
+     "in no fabric cluster (cluster UUID all zero)"),
     ("a link down", {"FAKENVML_NVLINK_DOWN": "1:5"}, "nvlinks_active", 4, "device 1: link 5 is not active"),
     ("no NVLink", {"FAKENVML_NVLINKS": "0"}, "nvlinks_active", 4, "device 0: no NVLink"),
     ("an unknown name is a usage error", {}, "fabric_healthy,bogus", 2,

@@ -240,6 +240,13 @@ ROWS = [
     ("memory pools (`MemoryPool`), `StreamOrderedBuffer`",
      feature(lambda d: yes_if(d.has("cuMemPoolCreate", 11020) and d.cap("memory_pools")))),
     ("`export_allocation` (from an address alone)", feature(share_any_cell)),
+    ("whole-range sharing (`RangeExporter`, `import_range`, updates), POSIX descriptors",
+     feature(lambda d: yes_if(d.has("cuMemCreate", 10020) and d.cap("virtual_memory_management")
+                              and d.has("cuMemRetainAllocationHandle", 11000) and d.cap("posix_fd_handles")))),
+    ("device identity (`Device::uuid`, `pci_bus_id`, `by_uuid`), `probe_topology`",
+     feature(lambda d: NOT_IN_REPORT if d.predates([("cuDeviceGetP2PAtomicCapabilities", 13000)])
+             else ("yes, with P2P atomic capabilities" if d.has("cuDeviceGetP2PAtomicCapabilities", 13000)
+                   else "yes" if d.has("cuDeviceGetUuid", 11040) else "yes (9.2 UUID ABI)"))),
     ("capability trials (`fingerprint_device`, `cudyn-info`)", feature(trials_cell)),
     ("stream memory operations (`write_value32`, `wait_value32`, `StreamMemoryBatch`)", feature(stream_ops_cell)),
     ("64-bit values and the NOR wait in stream memory operations", feature(stream_ops_wide_cell)),

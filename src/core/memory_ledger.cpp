@@ -1,8 +1,10 @@
-// cudyn — the memory ledger: one fixed table of atomic counters (no lock on
-// the counting path), and a locked map of per-allocation records only while
-// tracking is on.
+// cudyn — the memory ledger: one fixed table of global atomics for what needs
+// the process-wide value (live bytes and the peak), per-thread shards for the
+// counts, and a locked map of per-allocation records only while tracking is
+// on. No lock on the counting path.
 #include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
+#include "core/memory_ledger_internal.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <utility>
 
 // -Dledger=false builds the library with CUDYN_LEDGER_BUILT=0: ledger_open
 // then returns an empty ticket without touching anything.
@@ -26,11 +30,11 @@ namespace {
 constexpr std::size_t device_slots = 65;
 constexpr std::size_t row_count = memory_kind_count * device_slots;
 
+// What needs the process-wide value: the peak is the highest live_bytes ever
+// seen, so live_bytes is one atomic add per open and one subtract per close.
 struct Counters {
     std::atomic<std::uint64_t> live_bytes{0};
-    std::atomic<std::uint64_t> live_count{0};
     std::atomic<std::uint64_t> peak_bytes{0};
-    std::atomic<std::uint64_t> total_allocations{0};
 };
 
 Counters rows[row_count];
@@ -46,10 +50,122 @@ bool environment_says(const char* name, const char* value) {
     return set != nullptr && std::strcmp(set, value) == 0;
 }
 
+// Where the process stands, so that the counting path pays one load: Unread
+// until the environment is read, Off, On (read, and no allocation counted
+// yet), Ready (the first allocation started the report, when asked for).
+enum LedgerState : unsigned char { Unread, Off, On, Ready };
+std::atomic<unsigned char> ledger_state{Unread};
+
 // CUDYN_LEDGER=0 switches counting off for the whole process, read once.
 bool counting() noexcept {
-    static const bool on = CUDYN_LEDGER_BUILT != 0 && !environment_says("CUDYN_LEDGER", "0");
+    if (ledger_state.load(std::memory_order_acquire) != Unread) {
+        return ledger_state.load(std::memory_order_relaxed) != Off;
+    }
+    static const bool on = [] {
+        const bool enabled = CUDYN_LEDGER_BUILT != 0 && !environment_says("CUDYN_LEDGER", "0");
+        ledger_state.store(enabled ? On : Off, std::memory_order_release);
+        return enabled;
+    }();
     return on;
+}
+
+// ---- counts, in per-thread shards --------------------------------------------------------------
+
+// The opens and closes of each row made by the threads that held this shard.
+// One thread at a time writes a shard, so a count is a plain load and store
+// (no locked instruction); snapshot() sums every shard. live_count is opens -
+// closes, total_allocations is opens.
+struct ShardRow {
+    std::atomic<std::uint64_t> opens{0};
+    std::atomic<std::uint64_t> closes{0};
+};
+struct Shard {
+    ShardRow rows[row_count];
+};
+
+// Counts of threads that cannot have a shard of their own (exiting, or no
+// memory for one), with atomic adds.
+Shard shared_shard;
+
+// Every shard ever made (two counts per row; never freed: snapshot() sums them
+// all, and an owner may close at static destruction), and those no thread
+// holds now: a thread hands its shard back when it ends and the next new
+// thread takes it, so the list grows with the most threads counting at once,
+// not with every thread.
+struct ShardList {
+    std::mutex mutex;
+    std::vector<Shard*> all;
+    std::vector<Shard*> free;  // capacity kept at least all.size(): handing back never allocates
+};
+ShardList& shard_list() {
+    static ShardList* const instance = new ShardList;  // never destroyed, as the shards
+    return *instance;
+}
+
+// Trivial thread_locals: reached without an initialisation check.
+thread_local Shard* this_thread_shard = nullptr;
+thread_local bool this_thread_ended = false;
+
+// Its destructor, at thread exit, hands the thread's shard back (the counts
+// stay in it). Closes after that (a thread_local owner destroyed later, or a
+// static one at exit on the main thread) count in the shared shard.
+struct ShardReturn {
+    ShardReturn() = default;
+    ShardReturn(const ShardReturn&) = delete;
+    ShardReturn& operator=(const ShardReturn&) = delete;
+    ~ShardReturn() {
+        this_thread_ended = true;
+        Shard* const shard = std::exchange(this_thread_shard, nullptr);
+        if (shard == nullptr) return;
+        ShardList& list = shard_list();
+        try {
+            const std::lock_guard<std::mutex> lock(list.mutex);
+            list.free.push_back(shard);  // within its capacity: no allocation
+        } catch (...) {  // the lock refused: the shard is not reused, its counts still summed
+        }
+    }
+};
+
+// The calling thread's shard, taken at its first count; nullptr: count in the
+// shared one.
+Shard* claim_shard() noexcept {
+    if (this_thread_ended) return nullptr;
+    try {
+        thread_local ShardReturn hand_back;  // registered before the shard is taken
+        (void)hand_back;
+        ShardList& list = shard_list();
+        const std::lock_guard<std::mutex> lock(list.mutex);
+        if (!list.free.empty()) {
+            this_thread_shard = list.free.back();
+            list.free.pop_back();
+        } else {
+            auto fresh = std::make_unique<Shard>();
+            list.free.reserve(list.all.size() + 1);
+            list.all.push_back(fresh.get());
+            this_thread_shard = fresh.release();
+        }
+        return this_thread_shard;
+    } catch (...) {  // no memory for a shard: counted in the shared one
+        return nullptr;
+    }
+}
+
+// Closes are stored with release and read first with acquire by snapshot():
+// a close it sees brings the open before it along (the ticket went from the
+// opening thread to the closing one), so a live count never reads below zero.
+// The order is a constant: given at run time, a compiler may store seq_cst
+// (a locked exchange).
+template <bool Close>
+void count(std::size_t row) noexcept {
+    Shard* const own = this_thread_shard != nullptr ? this_thread_shard : claim_shard();
+    ShardRow& counts = (own != nullptr ? *own : shared_shard).rows[row];
+    std::atomic<std::uint64_t>& counter = Close ? counts.closes : counts.opens;
+    constexpr std::memory_order order = Close ? std::memory_order_release : std::memory_order_relaxed;
+    if (own != nullptr) {
+        counter.store(counter.load(std::memory_order_relaxed) + 1, order);
+    } else {
+        counter.fetch_add(1, order);
+    }
 }
 
 // ---- per-allocation records, while tracking ---------------------------------------------------
@@ -78,14 +194,16 @@ void report_at_exit() {
 }
 
 // CUDYN_LEDGER_REPORT=1: track from the first allocation and report at exit.
-void start_report_once() {
+// Only the first allocation comes here (then the state is Ready).
+void start_report_once() noexcept {
     static const bool started = [] {
-        if (!counting() || !environment_says("CUDYN_LEDGER_REPORT", "1")) return false;
+        if (!environment_says("CUDYN_LEDGER_REPORT", "1")) return false;
         tracking.store(true, std::memory_order_relaxed);
         std::atexit(report_at_exit);
         return true;
     }();
     (void)started;
+    ledger_state.store(Ready, std::memory_order_release);
 }
 
 std::uint64_t track(MemoryKind kind, int device, std::uint64_t bytes, std::uintptr_t address) {
@@ -102,15 +220,38 @@ void untrack(std::uint64_t id) noexcept {
     state.live.erase(id);
 }
 
-LedgerEntry read_row(std::size_t row) noexcept {
+// The opens and closes of every row, summed over the shards.
+struct Counts {
+    std::vector<std::uint64_t> opens = std::vector<std::uint64_t>(row_count);
+    std::vector<std::uint64_t> closes = std::vector<std::uint64_t>(row_count);
+};
+
+// Row by row, every shard's closes and then every shard's opens (see
+// count()), so a row's two sums are read close together.
+Counts sum_shards() {
+    Counts sum;
+    ShardList& list = shard_list();
+    const std::lock_guard<std::mutex> lock(list.mutex);
+    for (std::size_t row = 0; row < row_count; ++row) {
+        std::uint64_t closes = shared_shard.rows[row].closes.load(std::memory_order_acquire);
+        for (const Shard* shard : list.all) closes += shard->rows[row].closes.load(std::memory_order_acquire);
+        std::uint64_t opens = shared_shard.rows[row].opens.load(std::memory_order_relaxed);
+        for (const Shard* shard : list.all) opens += shard->rows[row].opens.load(std::memory_order_relaxed);
+        sum.closes[row] = closes;
+        sum.opens[row] = opens;
+    }
+    return sum;
+}
+
+LedgerEntry read_row(std::size_t row, const Counts& counts) noexcept {
     const Counters& counters = rows[row];
     LedgerEntry entry;
     entry.kind = static_cast<MemoryKind>(row / device_slots);
     entry.device = slot_device(row % device_slots);
     entry.live_bytes = counters.live_bytes.load(std::memory_order_relaxed);
-    entry.live_count = counters.live_count.load(std::memory_order_relaxed);
+    entry.live_count = counts.opens[row] - counts.closes[row];
     entry.peak_bytes = counters.peak_bytes.load(std::memory_order_relaxed);
-    entry.total_allocations = counters.total_allocations.load(std::memory_order_relaxed);
+    entry.total_allocations = counts.opens[row];
     return entry;
 }
 
@@ -173,8 +314,10 @@ bool enabled() noexcept { return counting(); }
 LedgerSnapshot snapshot() {
     LedgerSnapshot result;
     result.enabled = counting();
+    if (!result.enabled) return result;
+    const Counts counts = sum_shards();
     for (std::size_t row = 0; row < row_count; ++row) {
-        if (rows[row].total_allocations.load(std::memory_order_relaxed) != 0) result.entries.push_back(read_row(row));
+        if (counts.opens[row] != 0) result.entries.push_back(read_row(row, counts));
     }
     return result;
 }
@@ -225,16 +368,18 @@ namespace detail {
 
 LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
     LedgerTicket ticket;
-    if (!counting()) return ticket;
-    start_report_once();
+    const unsigned char state = ledger_state.load(std::memory_order_acquire);
+    if (state != Ready) {
+        if (state == Off || !counting()) return ticket;
+        start_report_once();
+    }
     const std::size_t row = static_cast<std::size_t>(kind) * device_slots + device_slot(device);
     Counters& counters = rows[row];
     const std::uint64_t live = counters.live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    counters.live_count.fetch_add(1, std::memory_order_relaxed);
-    counters.total_allocations.fetch_add(1, std::memory_order_relaxed);
     std::uint64_t peak = counters.peak_bytes.load(std::memory_order_relaxed);
     while (live > peak && !counters.peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
     }
+    count<false>(row);
     ticket.row_ = static_cast<std::uint32_t>(row + 1);
     ticket.bytes_ = bytes;
     if (tracking.load(std::memory_order_relaxed)) {
@@ -248,12 +393,18 @@ LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::ui
 }
 
 void LedgerTicket::close_counted() noexcept {
-    Counters& counters = rows[row_ - 1];
-    counters.live_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
-    counters.live_count.fetch_sub(1, std::memory_order_relaxed);
+    const std::size_t row = row_ - 1;
+    rows[row].live_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+    count<true>(row);
     if (record_ != 0) untrack(record_);
     row_ = 0;
     record_ = 0;
+}
+
+std::size_t ledger_shard_count() noexcept {
+    ShardList& list = shard_list();
+    const std::lock_guard<std::mutex> lock(list.mutex);
+    return list.all.size();
 }
 
 }  // namespace detail

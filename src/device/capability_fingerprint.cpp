@@ -149,7 +149,6 @@ TrialResult try_located_pool(CUmemAllocationType allocation, CUmemLocationType t
 }
 
 TrialResult try_pool_of(const CUmemPoolProps& props, bool export_it) {
-    const CUmemAllocationHandleType handles = props.handleTypes;
     CUmemoryPool pool = nullptr;
     if (auto created = call_driver(&DriverTable::cuMemPoolCreate_v11020, &pool, &props); !created)
         return outcome_of(created.error(), "cuMemPoolCreate");
@@ -158,7 +157,7 @@ TrialResult try_pool_of(const CUmemPoolProps& props, bool export_it) {
 #ifndef _WIN32
         int fd = -1;
         auto done = call_driver(&DriverTable::cuMemPoolExportToShareableHandle_v11020, static_cast<void*>(&fd), pool,
-                                handles, 0ULL);
+                                props.handleTypes, 0ULL);
         if (!done)
             result = outcome_of(done.error(), "cuMemPoolExportToShareableHandle");
         else if (fd >= 0)

@@ -6,9 +6,12 @@ namespace cudyn::mpi {
 namespace {
 
 // The device of a rank that speaks for it: its first with a fabric domain.
+// An all-zero cluster UUID is no domain: NVML reports it for GPUs whose
+// registration completed outside any multi-node fabric (NVLink inside one
+// node only), and such GPUs share nothing through fabric handles.
 const DeviceReport* fabric_device(const RankRecord& record) noexcept {
     for (const DeviceReport& device : record.devices)
-        if (device.fabric) return &device;
+        if (device.fabric && !device.fabric->cluster_uuid.is_zero()) return &device;
     return nullptr;
 }
 

@@ -38,6 +38,8 @@ const char* to_string(FabricState state) noexcept {
     return "unknown";
 }
 
+bool GpuFabric::in_cluster() const noexcept { return !cluster_uuid.is_zero(); }
+
 bool GpuFabric::healthy() const noexcept { return problems().empty(); }
 
 std::string GpuFabric::problems() const {
@@ -48,6 +50,7 @@ std::string GpuFabric::problems() const {
         case FabricState::Completed: break;
     }
     if (status != nvml::kSuccess) return "fabric registration failed (NVML status " + std::to_string(status) + ")";
+    if (!in_cluster()) return "registered, but in no fabric cluster (cluster UUID all zero): NVLink within this node only";
     std::string found;
     for (unsigned int field = 0; field < sizeof kHealthConditions / sizeof kHealthConditions[0]; ++field) {
         if (((health_mask >> (2 * field)) & 3u) != kConditionHolds) continue;

@@ -8,6 +8,9 @@
 //                          degraded: as healthy, with degraded bandwidth and route unhealthy in the mask
 //                          in_progress: registration in progress; failed: completed with an error status
 //                          none: the GPUs are in no fabric (state NOT_SUPPORTED)
+//                          standalone: registered with success, but in no cluster (cluster UUID and
+//                          clique 0, health mask 0), as NVML 580 answered for two NVLink-linked
+//                          H200s of one node without a multi-node fabric
 //   FAKENVML_NVLINKS       links per GPU (default 18; 0: no NVLink, every link NOT_SUPPORTED)
 //   FAKENVML_NVLINK_DOWN   "DEV:LINK,..." links that are not active
 //   FAKENVML_CLIQUE        "DEV:ID,..." clique ids (default 1 for every GPU)
@@ -144,9 +147,13 @@ FAKENVML_API int nvmlDeviceGetGpuFabricInfoV(Device device, FabricInfoV2* info) 
     unsigned int mask = 0xAA;
     unsigned char state = 3;  // completed
     int status = kSuccess;
+    bool in_cluster = true;
     if (fabric == "none") {
         state = 0;
         mask = 0;
+    } else if (fabric == "standalone") {
+        mask = 0;
+        in_cluster = false;
     } else if (fabric == "in_progress") {
         state = 2;
     } else if (fabric == "failed") {
@@ -155,12 +162,12 @@ FAKENVML_API int nvmlDeviceGetGpuFabricInfoV(Device device, FabricInfoV2* info) 
         mask = 0x99;  // degraded bandwidth (bits 0-1) and route unhealthy (bits 4-5) hold: 1 in each
     }
     std::memset(info->clusterUuid, 0, sizeof info->clusterUuid);
-    if (state != 0) {
+    if (state != 0 && in_cluster) {
         static const unsigned char kCluster[16] = {0xc1, 0x05, 0x7e, 0x40, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 1};
         std::memcpy(info->clusterUuid, kCluster, sizeof kCluster);
     }
     const long clique = listed(env("FAKENVML_CLIQUE", ""), ordinal(device));
-    info->cliqueId = state != 0 ? static_cast<unsigned int>(clique >= 0 ? clique : 1) : 0;
+    info->cliqueId = state != 0 && in_cluster ? static_cast<unsigned int>(clique >= 0 ? clique : 1) : 0;
     info->state = state;
     info->status = status;
     info->healthMask = mask;

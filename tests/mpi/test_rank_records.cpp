@@ -693,6 +693,8 @@ TEST_CASE("fabric domains: two NVLink domains across three hosts, and who can sh
         rank_on(cluster_a, 1, false, TrialOutcome::Works, "node-d"),   // rank 4: unhealthy
         rank_on(cluster_a, 1, true, TrialOutcome::Refused, "node-d"),  // rank 5: no IMEX channel
         loaded_rank(13000, {DeviceReport{0, {9, 0}, all_but({}), std::nullopt, std::nullopt, std::nullopt, std::nullopt}}),
+        // rank 7: registered in no cluster (NVLink within its node only): no domain
+        rank_on(cudyn::DeviceUuid{}, 0, false, TrialOutcome::Refused, "node-e"),
     };
     // Through the bytes, as the survey sees them.
     for (RankRecord& record : records) {
@@ -710,11 +712,12 @@ TEST_CASE("fabric domains: two NVLink domains across three hosts, and who can sh
     CHECK(groups.domains[1].cluster_uuid == cluster_b);
     CHECK(groups.domains[1].ranks == std::vector<int>{1});
     CHECK(groups.domains[2].clique_id == 2);
-    CHECK(groups.domain_of_rank == std::vector<int>{0, 1, 0, 2, 0, 0, -1});
+    CHECK(groups.domain_of_rank == std::vector<int>{0, 1, 0, 2, 0, 0, -1, -1});
     CHECK(groups.same_domain(0, 2));
     CHECK_FALSE(groups.same_domain(0, 3));
     CHECK_FALSE(groups.same_domain(6, 6));
-    CHECK_FALSE(groups.same_domain(0, 7));
+    CHECK_FALSE(groups.same_domain(7, 7));
+    CHECK_FALSE(groups.same_domain(0, 8));
     // Only 0 and 2: across hosts; 4 is unhealthy, 5 cannot export.
     CHECK(groups.fabric_pairs == std::vector<std::pair<int, int>>{{0, 2}});
 }

@@ -3,7 +3,8 @@
 //
 // Every owner of memory counts itself in when it is made and out when its
 // memory goes back to the driver (or is let go unreleased at exit). Counting
-// is a handful of relaxed atomic adds; CUDYN_LEDGER=0 in the environment
+// takes no lock: one atomic add to the live bytes (which the peak follows)
+// and a plain store to a per-thread count; CUDYN_LEDGER=0 in the environment
 // switches it off at run time, and building with -Dledger=false removes it.
 // Per-allocation records (address, size, label) are kept only while tracking
 // is on: ledger::track_allocations(true), or CUDYN_LEDGER_REPORT=1, which also

@@ -29,7 +29,12 @@ struct GpuFabric {
     // recovery, route unhealthy, access timeout recovery), 1 meaning it holds.
     unsigned int health_mask = 0;
 
-    // Registration completed with success and no health condition holds.
+    // In a fabric cluster: the cluster UUID is not all zero. NVML reports a
+    // completed registration with a zero cluster for GPUs linked by NVLink
+    // inside one node only; fabric handles have no domain to reach there.
+    bool in_cluster() const noexcept;
+    // Registration completed with success, in a cluster, and no health
+    // condition holds.
     bool healthy() const noexcept;
     // What is wrong, in words ("registration in progress", "degraded
     // bandwidth, route unhealthy"); empty when healthy.

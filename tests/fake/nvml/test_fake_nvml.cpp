@@ -89,6 +89,17 @@ TEST_CASE("fabric health: healthy, degraded, registering, failed, none", "[emula
         CHECK(fabric->problems().find("registration failed") != std::string::npos);
     }
     {
+        ScopedKnob knob("FAKENVML_FABRIC", "standalone");
+        auto fabric = cudyn::gpu_fabric(gpu0);
+        REQUIRE(fabric.has_value());
+        CHECK(fabric->state == cudyn::FabricState::Completed);
+        CHECK(fabric->status == 0);
+        CHECK(fabric->cluster_uuid.is_zero());
+        CHECK_FALSE(fabric->in_cluster());
+        CHECK_FALSE(fabric->healthy());
+        CHECK(fabric->problems().find("in no fabric cluster") != std::string::npos);
+    }
+    {
         ScopedKnob knob("FAKENVML_FABRIC", "none");
         auto fabric = cudyn::gpu_fabric(gpu0);
         REQUIRE(fabric.has_value());

@@ -12,6 +12,7 @@
 #include "cudyn/nvml/nvlink.hpp"
 #include "cudyn/nvml/nvml_library.hpp"
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -187,21 +188,55 @@ TEST_CASE("NVML: fabric and NVLink states answer for every device, as nvidia-smi
                     device.ordinal(), cudyn::to_string(fabric->state), fabric->status,
                     fabric->cluster_uuid.to_string().c_str(), fabric->clique_id, fabric->health_mask,
                     fabric->healthy() ? "healthy" : fabric->problems().c_str());
-        // nvidia-smi -q's Fabric block: "State : Completed" (or N/A without a fabric).
+        // nvidia-smi -q's Fabric block: "State : Completed" (or N/A without a
+        // fabric), then its status, clique id and cluster UUID, each "Key : value"
+        // one level deeper than "Fabric".
         std::istringstream lines(nvidia_smi("-q -i " + uuid.to_string()));
-        bool in_fabric = false;
+        std::map<std::string, std::string> block;
+        std::size_t fabric_indent = std::string::npos;
         for (std::string line; std::getline(lines, line);) {
-            if (trimmed(line) == "Fabric") in_fabric = true;
-            if (!in_fabric || trimmed(line).rfind("State", 0) != 0) continue;
-            const std::string state = trimmed(line.substr(line.find(':') + 1));
-            INFO("nvidia-smi -q: Fabric State : " << state);
-            const std::map<std::string, cudyn::FabricState> states = {
-                {"Completed", cudyn::FabricState::Completed},       {"In Progress", cudyn::FabricState::InProgress},
-                {"Not Started", cudyn::FabricState::NotStarted},    {"N/A", cudyn::FabricState::NotSupported},
-                {"Not Supported", cudyn::FabricState::NotSupported}};
-            REQUIRE(states.count(state) == 1);
-            CHECK(states.at(state) == fabric->state);
-            break;
+            const std::size_t indent = line.find_first_not_of(' ');
+            if (indent == std::string::npos) continue;
+            if (fabric_indent == std::string::npos) {
+                if (trimmed(line) == "Fabric") fabric_indent = indent;
+                continue;
+            }
+            if (indent <= fabric_indent) break;  // the next block
+            const std::size_t colon = line.find(':');
+            if (colon != std::string::npos) block[trimmed(line.substr(0, colon))] = trimmed(line.substr(colon + 1));
         }
+        if (fabric_indent == std::string::npos) {
+            WARN("nvidia-smi -q printed no Fabric block (or CUDYN_TEST_NVIDIA_SMI is unset)");
+            continue;
+        }
+        for (const auto& [key, value] : block) std::printf("  nvidia-smi -q Fabric: %s : %s\n", key.c_str(), value.c_str());
+        REQUIRE(block.count("State") == 1);
+        const std::string state = block["State"];
+        INFO("nvidia-smi -q: Fabric State : " << state);
+        const std::map<std::string, cudyn::FabricState> states = {
+            {"Completed", cudyn::FabricState::Completed},       {"In Progress", cudyn::FabricState::InProgress},
+            {"Not Started", cudyn::FabricState::NotStarted},    {"N/A", cudyn::FabricState::NotSupported},
+            {"Not Supported", cudyn::FabricState::NotSupported}};
+        REQUIRE(states.count(state) == 1);
+        CHECK(states.at(state) == fabric->state);
+        if (fabric->state != cudyn::FabricState::Completed) continue;
+        // The cluster UUID as nvidia-smi spells it (no "GPU-" prefix; case aside).
+        const auto lower = [](std::string text) {
+            for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            return text;
+        };
+        const std::string cluster = lower(fabric->cluster_uuid.to_string().substr(4));
+        bool compared = false;
+        for (const auto& [key, value] : block) {
+            const std::string name = lower(key);
+            if (name.find("cluster") != std::string::npos && name.find("uuid") != std::string::npos) {
+                CHECK(lower(value) == cluster);
+                compared = true;
+            } else if (name.find("clique") != std::string::npos) {
+                CHECK(value == std::to_string(fabric->clique_id));
+                compared = true;
+            }
+        }
+        if (!compared) WARN("nvidia-smi -q's Fabric block has no cluster UUID or clique id to compare");
     }
 }

@@ -1,0 +1,173 @@
+// The memory ledger's counts across threads, with no driver: tickets opened
+// and closed directly. Counts live in per-thread shards summed by snapshot(),
+// so these check what sharding could break: a ticket closed on another thread
+// than it was opened on, shards handed back by ended threads and reused, and
+// snapshots taken while other threads count. A Meson test of its own
+// ([ledger-threads]), counted on an otherwise quiet process.
+#include "support/catch.hpp"
+
+#include "core/memory_ledger_internal.hpp"
+#include "cudyn/core/memory_ledger.hpp"
+#include "cudyn/detail/ledger_ticket.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using cudyn::LedgerEntry;
+using cudyn::MemoryKind;
+using cudyn::detail::ledger_open;
+using cudyn::detail::LedgerTicket;
+
+namespace {
+
+LedgerEntry row(MemoryKind kind, int device) { return cudyn::ledger::snapshot().of(kind, device); }
+
+// Joins its threads however the test case ends (a failed REQUIRE throws).
+struct Joined {
+    std::vector<std::thread> threads;
+    ~Joined() {
+        for (std::thread& thread : threads) {
+            if (thread.joinable()) thread.join();
+        }
+    }
+};
+
+}  // namespace
+
+TEST_CASE("Ledger threads: opened on one thread, closed on another", "[ledger-threads]") {
+    REQUIRE(cudyn::ledger::enabled());
+    const LedgerEntry before = row(MemoryKind::IpcOpened, 3);
+    std::vector<LedgerTicket> tickets;
+    std::uint64_t bytes = 0;
+    std::thread opener([&] {
+        for (std::size_t i = 1; i <= 100; ++i) {
+            tickets.push_back(ledger_open(MemoryKind::IpcOpened, 3, i * 64, i));
+            bytes += i * 64;
+        }
+    });
+    opener.join();
+    // The opening thread has ended (its shard handed back): its counts stay.
+    const LedgerEntry opened = row(MemoryKind::IpcOpened, 3);
+    CHECK(opened.live_count == before.live_count + 100);
+    CHECK(opened.live_bytes == before.live_bytes + bytes);
+    CHECK(opened.total_allocations == before.total_allocations + 100);
+    CHECK(opened.peak_bytes >= opened.live_bytes);
+
+    std::thread closer([&] {
+        for (LedgerTicket& ticket : tickets) ticket.close();
+    });
+    closer.join();
+    const LedgerEntry closed = row(MemoryKind::IpcOpened, 3);
+    CHECK(closed.live_count == before.live_count);
+    CHECK(closed.live_bytes == before.live_bytes);
+    CHECK(closed.total_allocations == before.total_allocations + 100);
+    CHECK(closed.peak_bytes == opened.peak_bytes);
+}
+
+TEST_CASE("Ledger threads: ended threads' shards are reused, counts stay exact", "[ledger-threads]") {
+    REQUIRE(cudyn::ledger::enabled());
+    const LedgerEntry before = row(MemoryKind::Pinned, 5);
+    const std::size_t shards_before = cudyn::detail::ledger_shard_count();
+    std::vector<LedgerTicket> kept;
+    for (int i = 0; i < 1000; ++i) {
+        std::thread worker([&kept] {
+            LedgerTicket a = ledger_open(MemoryKind::Pinned, 5, 10, 0);
+            LedgerTicket b = ledger_open(MemoryKind::Pinned, 5, 20, 0);
+            kept.push_back(ledger_open(MemoryKind::Pinned, 5, 30, 0));  // outlives the thread
+            a.close();
+        });  // b closes as the lambda returns
+        worker.join();
+    }
+    // One thread at a time: one shard taken and handed back over and over
+    // (plus this thread's, where it had none yet).
+    CHECK(cudyn::detail::ledger_shard_count() <= shards_before + 1);
+    const LedgerEntry during = row(MemoryKind::Pinned, 5);
+    CHECK(during.live_count == before.live_count + 1000);
+    CHECK(during.live_bytes == before.live_bytes + 1000 * 30);
+    CHECK(during.total_allocations == before.total_allocations + 3000);
+    kept.clear();
+    const LedgerEntry after = row(MemoryKind::Pinned, 5);
+    CHECK(after.live_count == before.live_count);
+    CHECK(after.live_bytes == before.live_bytes);
+    CHECK(after.total_allocations == before.total_allocations + 3000);
+}
+
+TEST_CASE("Ledger threads: a ticket closed after its thread handed its shard back", "[ledger-threads]") {
+    REQUIRE(cudyn::ledger::enabled());
+    const LedgerEntry before = row(MemoryKind::Registered, 4);
+    std::thread worker([] {
+        // Made before the thread's first count, so destroyed after the shard
+        // went back at thread exit: that close counts in the shared shard.
+        thread_local LedgerTicket late;
+        late = ledger_open(MemoryKind::Registered, 4, 512, 0);
+        LedgerTicket early = ledger_open(MemoryKind::Registered, 4, 256, 0);
+    });
+    worker.join();
+    const LedgerEntry after = row(MemoryKind::Registered, 4);
+    CHECK(after.live_count == before.live_count);
+    CHECK(after.live_bytes == before.live_bytes);
+    CHECK(after.total_allocations == before.total_allocations + 2);
+}
+
+TEST_CASE("Ledger threads: snapshots while threads count, tickets passed between them", "[ledger-threads]") {
+    REQUIRE(cudyn::ledger::enabled());
+    constexpr int threads = 4;
+    constexpr int pairs = 20000;
+    const LedgerEntry before = row(MemoryKind::Managed, 2);
+    std::mutex mutex;
+    constexpr std::size_t backlog = 8;
+    std::deque<LedgerTicket> passed;  // a thread closes the oldest ticket here, most often another's
+    std::atomic<int> running{threads};
+    Joined workers;
+    for (int t = 0; t < threads; ++t) {
+        workers.threads.emplace_back([&] {
+            for (int i = 0; i < pairs; ++i) {
+                LedgerTicket mine = ledger_open(MemoryKind::Managed, 2, 4096, 0);
+                LedgerTicket theirs;
+                {
+                    const std::lock_guard<std::mutex> lock(mutex);
+                    passed.push_back(std::move(mine));
+                    if (passed.size() > backlog) {
+                        theirs = std::move(passed.front());
+                        passed.pop_front();
+                    }
+                }
+                theirs.close();
+            }
+            running.fetch_sub(1);
+        });
+    }
+    int snapshots = 0;
+    while (running.load() > 0 || snapshots == 0) {
+        const LedgerEntry now = row(MemoryKind::Managed, 2);
+        // A close is read with its open, so the count never wraps below zero.
+        // (Opens made while the snapshot sums may show: no upper bound on
+        // the count; live bytes are one value, at most what the backlog and
+        // one ticket per thread hold.)
+        REQUIRE(now.live_count >= before.live_count);
+        REQUIRE(now.live_count - before.live_count <= now.total_allocations - before.total_allocations);
+        REQUIRE(now.live_bytes - before.live_bytes <= (backlog + threads) * 4096);
+        ++snapshots;
+    }
+    for (std::thread& worker : workers.threads) worker.join();
+    const LedgerEntry ended = row(MemoryKind::Managed, 2);
+    CHECK(passed.size() == backlog);
+    CHECK(ended.live_count == before.live_count + backlog);
+    CHECK(ended.live_bytes == before.live_bytes + backlog * 4096);
+    passed.clear();
+    const LedgerEntry after = row(MemoryKind::Managed, 2);
+    CHECK(after.live_count == before.live_count);
+    CHECK(after.live_bytes == before.live_bytes);
+    CHECK(after.total_allocations == before.total_allocations + threads * pairs);
+    CHECK(after.peak_bytes >= before.live_bytes + backlog * 4096);
+    CHECK(after.peak_bytes <= std::max(before.peak_bytes, before.live_bytes + (backlog + threads) * 4096));
+    // The workers' shards plus this thread's, at most: ended threads' are reused.
+    CHECK(cudyn::detail::ledger_shard_count() <= static_cast<std::size_t>(threads) + 1);
+}
