@@ -175,8 +175,10 @@ Result<void> ImportedRange::suspend() {
     if (untouched) return error;  // refused before any unmap: as it was
     if (auto back = held.remap_kept(kSuspend.name()); !back) {
         held.suspended = true;  // resume() maps the rest
-        error.message += "; " + std::to_string(mapped - held.chunks.size()) + " or more of " + std::to_string(mapped) +
-                         " chunks stay unmapped and the range is suspended (resume() maps them again): " +
+        const auto still = std::count_if(held.chunks.begin(), held.chunks.end(),
+                                         [](const MappedRange& chunk) { return !chunk.empty(); });
+        error.message += "; " + std::to_string(still) + " of " + std::to_string(mapped) +
+                         " chunks are mapped and the range is suspended (resume() maps the rest): " +
                          back.error().describe();
     } else {
         error.message += "; every chunk is mapped again, the range as it was";
