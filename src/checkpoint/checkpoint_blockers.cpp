@@ -17,9 +17,12 @@ CheckpointBlocker judged(const LiveImport& import) {
             blocker.remedy = "CheckpointPreparation::add(memory, AddressChange::Allowed): closed before, opened again "
                              "after at an address the driver picks; or close it and import it again";
             break;
+        case ImportKind::Pool:
+            blocker.remedy = "free its imported pointers, then let the pool go before; import it again after";
+            break;
         case ImportKind::PoolMemory:
-            blocker.remedy = "close it (and the pool it came from) before, import the pointer again after: the driver "
-                             "picks its address";
+            blocker.remedy = "free() it (then let its imported pool go) before, import the pointer again after: the "
+                             "driver picks its address";
             break;
         case ImportKind::PhysicalMemory:
         case ImportKind::FabricMemory:

@@ -25,6 +25,7 @@ Registry& registry() {
 const char* to_string(ImportKind kind) noexcept {
     switch (kind) {
         case ImportKind::IpcMemory: return "ipc-memory";
+        case ImportKind::Pool: return "pool";
         case ImportKind::PoolMemory: return "pool-memory";
         case ImportKind::PhysicalMemory: return "physical-memory";
         case ImportKind::FabricMemory: return "fabric-memory";

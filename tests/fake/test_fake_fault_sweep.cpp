@@ -947,27 +947,9 @@ std::vector<Row> checkpoint_rows(const IpcMemoryDescriptor& peer_memory) {
     };
 }
 
-}  // namespace
-
-TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn (fabric ones modelled)",
-          "[emulated][fault-sweep][modelled]") {
-    auto context = activate(0);
-    ParentSide side = start_child("fault-sweep-exporter");
-    const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
-    const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
-    ParentSide sharer = start_child("fault-sweep-sharer");
-    auto legacy_share = take(cudyn::receive_allocation(sharer.channel));
-    auto vmm_share = take(cudyn::receive_allocation(sharer.channel));
-    auto pool_share = take(cudyn::receive_allocation(sharer.channel));
-    auto sharer_pool = take(cudyn::receive_pool_fd(sharer.channel).and_then(cudyn::import_pool_fd));
-    const PeerShares peer_shares{std::move(legacy_share), std::move(vmm_share), std::move(pool_share),
-                                 std::move(sharer_pool),
-                                 take(receive_descriptor<cudyn::PoolPointerDescriptor>(sharer.channel, kMemDescriptor))};
-    std::vector<Row> all_rows = rows(peer_memory, peer_event);
-    for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
-    for (Row& row : range_rows()) all_rows.push_back(std::move(row));
-    for (Row& row : checkpoint_rows(peer_memory)) all_rows.push_back(std::move(row));
-
+// Runs each row warm, recording, then once per recorded call with that call
+// failed, checking the baseline after each run. The injection points in all.
+std::size_t sweep(const std::vector<Row>& all_rows) {
     std::size_t total = 0;
     for (const Row& row : all_rows) {
         INFO("operation: " << row.name);
@@ -989,10 +971,50 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
         }
         total += points.size();
     }
+    return total;
+}
+
+}  // namespace
+
+TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn (fabric ones modelled)",
+          "[emulated][fault-sweep][modelled]") {
+    auto context = activate(0);
+    ParentSide side = start_child("fault-sweep-exporter");
+    const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
+    const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
+    ParentSide sharer = start_child("fault-sweep-sharer");
+    auto legacy_share = take(cudyn::receive_allocation(sharer.channel));
+    auto vmm_share = take(cudyn::receive_allocation(sharer.channel));
+    auto pool_share = take(cudyn::receive_allocation(sharer.channel));
+    auto sharer_pool = take(cudyn::receive_pool_fd(sharer.channel).and_then(cudyn::import_pool_fd));
+    const PeerShares peer_shares{std::move(legacy_share), std::move(vmm_share), std::move(pool_share),
+                                 std::move(sharer_pool),
+                                 take(receive_descriptor<cudyn::PoolPointerDescriptor>(sharer.channel, kMemDescriptor))};
+    std::vector<Row> all_rows = rows(peer_memory, peer_event);
+    for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
+    for (Row& row : range_rows()) all_rows.push_back(std::move(row));
+
+    const std::size_t total = sweep(all_rows);
     INFO("injection points in all: " << total);
     CHECK(total > 100);
     require_ok(send_tag(side.channel, kDone));
     CHECK(side.child.wait(kChildTimeout) == 0);
     require_ok(send_tag(sharer.channel, kDone));
     CHECK(sharer.child.wait(kChildTimeout) == 0);
+}
+
+// Apart from the rows above: a preparation refuses while an import it was
+// not given blocks, and the sweep above holds an imported pool throughout.
+TEST_CASE("fault sweep: the checkpoint steps on a child, and a target's prepare and resume",
+          "[emulated][fault-sweep]") {
+    auto context = activate(0);
+    ParentSide side = start_child("fault-sweep-exporter");
+    const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
+    const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
+    (void)peer_event;
+    const std::size_t total = sweep(checkpoint_rows(peer_memory));
+    INFO("injection points in all: " << total);
+    CHECK(total >= 10);
+    require_ok(send_tag(side.channel, kDone));
+    CHECK(side.child.wait(kChildTimeout) == 0);
 }

@@ -18,6 +18,7 @@ namespace cudyn {
 
 enum class ImportKind : unsigned char {
     IpcMemory,          // ImportedIpcMemory (cuIpcOpenMemHandle): the driver picks its address
+    Pool,               // MemoryPool imported from another process (its pointers are PoolMemory)
     PoolMemory,         // ImportedPoolMemory (cuMemPoolImportPointer): the driver picks its address
     PhysicalMemory,     // PhysicalMemory imported from a POSIX descriptor; the program maps it
     FabricMemory,       // PhysicalMemory imported from a fabric handle; the program maps it
@@ -25,16 +26,16 @@ enum class ImportKind : unsigned char {
     DescriptorChannel,  // FdChannel: a connected socket (no memory)
 };
 
-// "ipc-memory", "pool-memory", "physical-memory", "fabric-memory", "range",
-// "descriptor-channel".
+// "ipc-memory", "pool", "pool-memory", "physical-memory", "fabric-memory",
+// "range", "descriptor-channel".
 const char* to_string(ImportKind kind) noexcept;
 
 struct LiveImport {
     ImportKind kind = ImportKind::IpcMemory;
     int device = -1;             // the device of the context it was opened in; -1 when none or not known
-    std::uintptr_t address = 0;  // where this process sees it: the device address; the allocation
-                                 // handle for physical memory; 0 for a channel
-    std::uint64_t size_bytes = 0;  // the imported bytes; a range's whole reservation; 0 for a channel
+    std::uintptr_t address = 0;  // where this process sees it: the device address; the handle for
+                                 // physical memory and pools; 0 for a channel
+    std::uint64_t size_bytes = 0;  // the imported bytes; a range's whole reservation; 0 for a pool or a channel
 };
 
 // Every import alive now, oldest first.

@@ -104,9 +104,9 @@ int checkpoint_importer_role(int, char**) {
             return;
 
         const auto blockers = cudyn::checkpoint_blockers();
-        check.expect(blockers.size() == 5, "five blockers, got " + std::to_string(blockers.size()));
-        for (ImportKind kind : {ImportKind::IpcMemory, ImportKind::PoolMemory, ImportKind::PhysicalMemory,
-                                ImportKind::Range, ImportKind::DescriptorChannel})
+        check.expect(blockers.size() == 6, "six blockers, got " + std::to_string(blockers.size()));
+        for (ImportKind kind : {ImportKind::IpcMemory, ImportKind::Pool, ImportKind::PoolMemory,
+                                ImportKind::PhysicalMemory, ImportKind::Range, ImportKind::DescriptorChannel})
             check.expect(count_of(blockers, kind) == 1, std::string("one ") + cudyn::to_string(kind));
         for (const auto& b : blockers) {
             const bool in_place = b.import.kind == ImportKind::Range || b.import.kind == ImportKind::PhysicalMemory;
@@ -123,6 +123,8 @@ int checkpoint_importer_role(int, char**) {
             }
             if (b.import.kind == ImportKind::PoolMemory)
                 check.expect(b.import.address == pooled->device_address(), "the pool memory's address");
+            if (b.import.kind == ImportKind::Pool)
+                check.expect(b.import.address == reinterpret_cast<std::uintptr_t>(pool->handle()), "the pool's handle");
         }
 
         cudyn::CheckpointPreparation preparation;
@@ -134,11 +136,14 @@ int checkpoint_importer_role(int, char**) {
         ok(check, preparation.add(*range), "add range");
         auto blocked = preparation.prepare();
         check.expect(!blocked && blocked.error().code == ErrorCode::InvalidArgument &&
-                         blocked.error().message.find("pool-memory") != std::string::npos,
-                     "prepare refuses while the pool memory is open: " +
+                         blocked.error().message.find("pool at ") != std::string::npos,
+                     "prepare refuses while the imported pool is open (the oldest import not added): " +
                          (blocked ? std::string("it succeeded") : blocked.error().describe()));
         check.expect(!range->suspended() && !ipc->suspended(), "a refused prepare closed nothing");
         ok(check, pooled->free(), "free the pool memory");
+        auto still = preparation.prepare();
+        check.expect(!still && still.error().message.find("pool at ") != std::string::npos, "the pool still blocks");
+        ok(check, pool->destroy(), "let the imported pool go");
         ok(check, physical->release(), "release the physical memory");
         ok(check, preparation.prepare(), "prepare");
         check.expect(range->suspended() && ipc->suspended() && range->size_bytes() == 0, "both suspended");
