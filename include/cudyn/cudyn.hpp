@@ -5,6 +5,7 @@
 
 #include "cudyn/core/error.hpp"
 #include "cudyn/core/location.hpp"
+#include "cudyn/core/live_imports.hpp"
 #include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/core/teardown.hpp"
@@ -60,6 +61,8 @@
 #include "cudyn/share/ipc_memory.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
 #include "cudyn/share/pool_sharing.hpp"
+#include "cudyn/checkpoint/checkpoint_blockers.hpp"
+#include "cudyn/checkpoint/checkpoint_preparation.hpp"
 #include "cudyn/checkpoint/process_checkpoint.hpp"
 #include "cudyn/share/range_sharing.hpp"
 

@@ -34,6 +34,9 @@ struct PoolAccess {
         held.imported = true;
         held.origin = origin;
         held.handle_types = type;
+        held.listed = import_open(LiveImport{ImportKind::Pool,
+                                             location.kind() == LocationKind::Device ? location.id() : -1,
+                                             reinterpret_cast<std::uintptr_t>(pool), 0});
         return MemoryPool(std::move(held));
     }
     // A pool of this process found from one of its pointers

@@ -153,7 +153,56 @@ Result<ImportedIpcMemory> import_ipc_memory(const IpcMemoryDescriptor& descripto
     return imported;
 }
 
+void ImportedIpcMemory::Held::count_in() noexcept {
+    const int device = context.empty() ? -1 : static_cast<int>(context.device());
+    const std::uintptr_t address = static_cast<std::uintptr_t>(base + offset);
+    ledger = detail::ledger_open(MemoryKind::IpcOpened, device, size, address);
+    listed = detail::import_open(LiveImport{ImportKind::IpcMemory, device, address, size});
+}
+
+Result<void> ImportedIpcMemory::suspend() {
+    constexpr detail::Operation kSuspend{"ImportedIpcMemory::suspend"};
+    if (empty()) return kSuspend.invalid("nothing is imported");
+    Held& held = held_.get();
+    if (held.suspended) return kSuspend.invalid("already suspended");
+    {
+        const detail::ContextScope scope(held.context);
+        if (!scope.status()) return kSuspend.context(scope.status().error());
+        if (auto closed = call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, held.base); !closed)
+            return kSuspend.context(std::move(closed).error());
+    }
+    // The handle stays claimed in its context: no other import of it can
+    // take the place resume() reopens.
+    held.base = 0;
+    held.suspended = true;
+    held.ledger.close();
+    held.listed.close();
+    return ok();
+}
+
+Result<void> ImportedIpcMemory::resume() {
+    constexpr detail::Operation kResume{"ImportedIpcMemory::resume"};
+    if (empty() || !held_->suspended) return kResume.invalid("not suspended (suspend() first)");
+    Held& held = held_.get();
+    Result<CUdeviceptr> base = CUdeviceptr{0};
+    {
+        const detail::ContextScope scope(held.context);
+        if (!scope.status()) return kResume.context(scope.status().error());
+        base = import_handle(held.handle);
+    }
+    if (!base) return kResume.context(std::move(base).error());
+    held.base = *base;
+    held.suspended = false;
+    held.count_in();
+    return ok();
+}
+
 Result<void> ImportedIpcMemory::Held::release() {
+    if (suspended) {  // closed already: only the claim on the handle is left
+        if (context.handle() != nullptr) import_record().release({context.handle(), handle.to_bytes()});
+        *this = Held{};
+        return ok();
+    }
     const CUcontext key_context = context.handle();  // the record's key; release_into drops the reference
     CUDYN_TRY(context.release_into([this] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base); }));
     // The handle is imported in the context until the driver has closed it:

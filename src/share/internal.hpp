@@ -1,6 +1,7 @@
 // cudyn — private to the sharing module.
 #pragma once
 
+#include "cudyn/core/live_imports.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/share/allocation_sharing.hpp"
 #include "cudyn/share/physical_memory_sharing.hpp"
@@ -23,6 +24,10 @@ namespace cudyn::detail {
 // (cuMemRelease) by the PhysicalMemory, or here when a step fails.
 Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const PhysicalMemoryInfo& info,
                                       const Operation& operation);
+// Lists imported memory in live_imports() as `kind` (by its handle), until
+// it is released. ImportedRange takes its chunks off the list again: the
+// range is listed instead.
+void list_import(const PhysicalMemory& memory, ImportKind kind) noexcept;
 
 // Where the VMM allocation mapped at an address lies: the mapping, which is
 // one physical allocation mapped whole at offset 0 (cuMemMap takes no other

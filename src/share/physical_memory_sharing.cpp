@@ -122,6 +122,13 @@ Result<PhysicalMemory> adopt_imported(CUmemGenericAllocationHandle handle, const
     return VmmAccess::adopt(std::move(memory));
 }
 
+void list_import(const PhysicalMemory& memory, ImportKind kind) noexcept {
+    PhysicalHandle& record = *VmmAccess::record(memory);
+    const Location& location = record.properties.location();
+    record.listed = import_open(LiveImport{kind, location.kind() == LocationKind::Device ? location.id() : -1,
+                                           static_cast<std::uintptr_t>(record.handle), record.size});
+}
+
 }  // namespace detail
 
 // ---- metadata ------------------------------------------------------------------------------------
@@ -201,6 +208,7 @@ Result<PhysicalMemory> import_memory_fd(MemoryFdDescriptor exported) {
     // (adopt_imported's other use) does not count it twice.
     CUDYN_TRY_ASSIGN(PhysicalMemory memory, detail::adopt_imported(handle, exported.info, kImportFd));
     detail::VmmAccess::record(memory)->count_in(MemoryKind::AllocationImported);
+    detail::list_import(memory, ImportKind::PhysicalMemory);
     return memory;
 #endif
 }
@@ -288,6 +296,7 @@ Result<PhysicalMemory> import_memory_fabric(const MemoryFabricDescriptor& descri
     }
     CUDYN_TRY_ASSIGN(PhysicalMemory memory, detail::adopt_imported(handle, descriptor.info(), kImportFabric));
     detail::VmmAccess::record(memory)->count_in(MemoryKind::AllocationImported);
+    detail::list_import(memory, ImportKind::FabricMemory);
     return memory;
 }
 

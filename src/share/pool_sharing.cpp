@@ -314,8 +314,10 @@ Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool, const Poo
     const int device = context.empty() ? -1 : static_cast<int>(context.device());
     ImportedPoolMemory::Held held{base, static_cast<std::size_t>(descriptor.offset_bytes()),
                                   static_cast<std::size_t>(descriptor.size_bytes()), pool.handle(), std::move(context),
-                                  nullptr, false, {}};
+                                  nullptr, false, {}, {}};
     held.ledger = detail::ledger_open(MemoryKind::PoolImported, device, held.size, static_cast<std::uintptr_t>(base));
+    held.listed = detail::import_open(
+        LiveImport{ImportKind::PoolMemory, device, static_cast<std::uintptr_t>(base + held.offset), held.size});
     return ImportedPoolMemory(std::move(held));
 }
 

@@ -7,6 +7,7 @@
 #include "core/wire_format.hpp"
 #include "vmm/internal.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,9 +57,39 @@ Result<std::vector<PhysicalMemory>> import_chunks(std::vector<RangeChunk>& chunk
             error.message += " (chunk " + std::to_string(i) + " at offset " + std::to_string(chunk.offset_bytes) + ")";
             return error;
         }
+        // Listed once, as the range, not chunk by chunk.
+        detail::VmmAccess::record(*imported)->listed.close();
         memory.push_back(std::move(*imported));
     }
     return memory;
+}
+
+// Copies of `chunks` with descriptors of their own: what an import keeps to
+// import the chunks again after a checkpoint.
+Result<std::vector<RangeChunk>> duplicate_chunks(const std::vector<RangeChunk>& chunks, std::size_t from,
+                                                 const detail::Operation& op) {
+    std::vector<RangeChunk> copies;
+    copies.reserve(chunks.size() - std::min(from, chunks.size()));
+    for (std::size_t i = from; i < chunks.size(); ++i) {
+        const RangeChunk& chunk = chunks[i];
+        RangeChunk same;
+        same.offset_bytes = chunk.offset_bytes;
+        same.size_bytes = chunk.size_bytes;
+        same.location = chunk.location;
+        same.handle_type = chunk.handle_type;
+        same.fabric = chunk.fabric;
+        if (chunk.fd) {
+            auto duplicated = chunk.fd.duplicate();
+            if (!duplicated) {
+                Error error = op.context(std::move(duplicated).error());
+                error.message += " (keeping the descriptor of chunk " + std::to_string(i) + ")";
+                return error;
+            }
+            same.fd = std::move(*duplicated);
+        }
+        copies.push_back(std::move(same));
+    }
+    return copies;
 }
 
 // A descriptor's own descriptors are closed when it goes: a refusal before
@@ -106,10 +137,72 @@ Result<void> ImportedRange::Held::unmap_to(std::size_t count) {
     return ok();
 }
 
+Result<void> ImportedRange::Held::remap_kept(const char* operation) {
+    const detail::Operation op{operation};
+    // A chunk unmapped whose memory the driver would not take back yet: let
+    // go of it now (a retry of its release), then import it afresh.
+    while (!chunks.empty() && chunks.back().empty()) {
+        if (auto released = chunks.back().unmap(); !released) return op.context(std::move(released).error());
+        chunks.pop_back();
+    }
+    CUDYN_TRY_ASSIGN(std::vector<RangeChunk> copies, duplicate_chunks(kept, chunks.size(), op));
+    CUDYN_TRY_ASSIGN(std::vector<PhysicalMemory> memory, import_chunks(copies, op));
+    if (auto mapped = map_chunks(copies, memory); !mapped) return op.context(std::move(mapped).error());
+    return ok();
+}
+
+void ImportedRange::Held::list() noexcept {
+    listed = detail::import_open(LiveImport{ImportKind::Range, context.empty() ? -1 : static_cast<int>(context.device()),
+                                            static_cast<std::uintptr_t>(range.device_address()), range.size_bytes()});
+}
+
+Result<void> ImportedRange::suspend() {
+    constexpr detail::Operation kSuspend{"ImportedRange::suspend"};
+    if (empty()) return kSuspend.invalid("nothing is imported");
+    Held& held = held_.get();
+    if (held.suspended) return kSuspend.invalid("already suspended");
+    const std::size_t mapped = held.chunks.size();
+    auto unmapped = held.unmap_to(0);
+    if (unmapped) {
+        held.suspended = true;
+        held.listed.close();
+        return ok();
+    }
+    Error error = kSuspend.context(std::move(unmapped).error());
+    const bool untouched = held.chunks.size() == mapped &&
+                           std::none_of(held.chunks.begin(), held.chunks.end(),
+                                        [](const MappedRange& chunk) { return chunk.empty(); });
+    if (untouched) return error;  // refused before any unmap: as it was
+    if (auto back = held.remap_kept(kSuspend.name()); !back) {
+        held.suspended = true;  // resume() maps the rest
+        const auto still = std::count_if(held.chunks.begin(), held.chunks.end(),
+                                         [](const MappedRange& chunk) { return !chunk.empty(); });
+        error.message += "; " + std::to_string(still) + " of " + std::to_string(mapped) +
+                         " chunks are mapped and the range is suspended (resume() maps the rest): " +
+                         back.error().describe();
+    } else {
+        error.message += "; every chunk is mapped again, the range as it was";
+    }
+    return error;
+}
+
+Result<void> ImportedRange::resume() {
+    constexpr detail::Operation kResume{"ImportedRange::resume"};
+    if (empty() || !held_->suspended) return kResume.invalid("not suspended (suspend() first)");
+    Held& held = held_.get();
+    CUDYN_TRY(held.remap_kept(kResume.name()));
+    held.suspended = false;
+    if (!held.listed.listed()) held.list();
+    return ok();
+}
+
 Result<void> ImportedRange::Held::release() {
     CUDYN_TRY(unmap_to(0));
     CUDYN_TRY(range.free());
     context.reset();
+    kept.clear();  // the kept descriptors close
+    listed.close();
+    suspended = false;
     return ok();
 }
 
@@ -140,12 +233,14 @@ Result<ImportedRange> import_range(RangeDescriptor descriptor, std::vector<Acces
     held.access = std::move(access);
     held.exporter = descriptor.exporter;
     held.range_id = descriptor.range_id;
+    CUDYN_TRY_ASSIGN(held.kept, duplicate_chunks(descriptor.chunks, 0, kImport));
     CUDYN_TRY_ASSIGN(std::vector<PhysicalMemory> memory, import_chunks(descriptor.chunks, kImport));
     CUDYN_TRY_ASSIGN(held.range, AddressRange::reserve(static_cast<std::size_t>(descriptor.reserved_bytes),
                                                        static_cast<std::size_t>(descriptor.alignment_bytes)));
     held.chunks.reserve(memory.size());
     CUDYN_TRY(held.map_chunks(descriptor.chunks, memory));
     held.generation = descriptor.generation;
+    held.list();
     // `memory` goes now: each mapping holds its own reference.
     return ImportedRange(std::move(held));
 }
@@ -154,6 +249,7 @@ Result<void> ImportedRange::apply(RangeDescriptor update) {
     Held& held = held_.get();
     auto checked = [&]() -> Result<void> {
         if (empty()) return kApply.invalid("nothing is imported");
+        if (held.suspended) return kApply.invalid("the range is suspended for a checkpoint: resume() first");
         if (!update.is_update())
             return kApply.invalid("the descriptor is a whole layout (generation " +
                                   std::to_string(update.generation) + "), not an update: import it with import_range");
@@ -189,11 +285,14 @@ Result<void> ImportedRange::apply(RangeDescriptor update) {
         return std::move(checked).error();
     }
     CUDYN_TRY(check_access(update, held.access, kApply));
+    CUDYN_TRY_ASSIGN(std::vector<RangeChunk> keep, duplicate_chunks(update.chunks, 0, kApply));
     // Imported first: a refusal here leaves the range as it was.
     CUDYN_TRY_ASSIGN(std::vector<PhysicalMemory> memory, import_chunks(update.chunks, kApply));
     if (auto unmapped = held.unmap_to(static_cast<std::size_t>(update.kept_chunks)); !unmapped)
         return kApply.context(std::move(unmapped).error());
+    held.kept.resize(held.chunks.size());
     if (auto mapped = held.map_chunks(update.chunks, memory); !mapped) return kApply.context(std::move(mapped).error());
+    for (RangeChunk& chunk : keep) held.kept.push_back(std::move(chunk));
     held.generation = update.generation;
     return ok();
 }

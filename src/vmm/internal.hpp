@@ -3,6 +3,7 @@
 // creation, access grants and unmapping share.
 #pragma once
 
+#include "cudyn/detail/import_ticket.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 
 #include "cudyn/core/location.hpp"
@@ -96,6 +97,7 @@ struct PhysicalHandle {
     void forget() noexcept {
         created = false;
         ledger.close();
+        listed.close();
     }
     // Counts the handle into the memory ledger as `kind`, on its location's device.
     void count_in(MemoryKind kind) noexcept;
@@ -106,6 +108,7 @@ struct PhysicalHandle {
     std::size_t granularity = 0;
     AllocationProperties properties;
     LedgerTicket ledger;  // counted out when the handle is released or forgotten
+    ImportTicket listed;  // imported memory: in live_imports() until released or forgotten
 };
 
 // Lets go of one owner's reference to a record: when it is the last, gives

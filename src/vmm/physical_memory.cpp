@@ -19,6 +19,7 @@ Result<void> PhysicalHandle::give_back() {
     CUDYN_TRY(call_driver(&DriverTable::cuMemRelease_v10020, handle));
     created = false;
     ledger.close();
+    listed.close();
     return ok();
 }
 

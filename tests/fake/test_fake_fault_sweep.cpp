@@ -19,6 +19,7 @@
 // back the last (giving back the last one is a destructor's business: a
 // failure there is dropped, not reported).
 #include "support/catch.hpp"
+#include "support/checkpoint_target.hpp"
 #include "support/fake_driver.hpp"
 #include "support/fake_memory_helpers.hpp"
 #include "support/ipc_helpers.hpp"
@@ -58,6 +59,8 @@
 #include "cudyn/memory/copy_3d.hpp"
 #include "cudyn/memory/pitched_buffer.hpp"
 #include "cudyn/core/memory_ledger.hpp"
+#include "cudyn/checkpoint/checkpoint_preparation.hpp"
+#include "cudyn/checkpoint/process_checkpoint.hpp"
 
 #include "core/wire_format.hpp"
 
@@ -840,26 +843,113 @@ std::vector<Row> range_rows() {
     };
 }
 
-}  // namespace
+// ---- checkpoints: the controller's steps on a child, the target's preparation -------------------
 
-TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn (fabric ones modelled)",
-          "[emulated][fault-sweep][modelled]") {
-    auto context = activate(0);
-    ParentSide side = start_child("fault-sweep-exporter");
-    const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
-    const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
-    ParentSide sharer = start_child("fault-sweep-sharer");
-    auto legacy_share = take(cudyn::receive_allocation(sharer.channel));
-    auto vmm_share = take(cudyn::receive_allocation(sharer.channel));
-    auto pool_share = take(cudyn::receive_allocation(sharer.channel));
-    auto sharer_pool = take(cudyn::receive_pool_fd(sharer.channel).and_then(cudyn::import_pool_fd));
-    const PeerShares peer_shares{std::move(legacy_share), std::move(vmm_share), std::move(pool_share),
-                                 std::move(sharer_pool),
-                                 take(receive_descriptor<cudyn::PoolPointerDescriptor>(sharer.channel, kMemDescriptor))};
-    std::vector<Row> all_rows = rows(peer_memory, peer_event);
-    for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
-    for (Row& row : range_rows()) all_rows.push_back(std::move(row));
+std::string device0_uuid() { return take(take(cudyn::Device::get(0)).uuid()).to_string(); }
+constexpr auto kLockTimeout = std::chrono::seconds(5);
 
+std::vector<Row> checkpoint_rows(const IpcMemoryDescriptor& peer_memory) {
+    using cudyn::ProcessCheckpoint;
+    using cudyn::ProcessState;
+    return {
+        {"ProcessCheckpoint::lock (a child)",
+         [](Trial& t) {
+             CheckpointTarget target(device0_uuid());
+             // The owner goes with the Result: a lock that held is let go.
+             t.operation([&] { return ProcessCheckpoint::lock(target.pid(), kLockTimeout); });
+             CHECK(take(cudyn::process_state(target.pid())) == ProcessState::Running);
+             CHECK(target.verified());
+         }},
+        {"ProcessCheckpoint::checkpoint (a child)",
+         [](Trial& t) {
+             CheckpointTarget target(device0_uuid());
+             auto owner = take(ProcessCheckpoint::lock(target.pid(), kLockTimeout));
+             t.operation([&] { return owner.checkpoint(); });
+             if (t.injected()) {  // refused: still locked, and a retry checkpoints
+                 CHECK(owner.state() == ProcessState::Locked);
+                 REQUIRE(owner.failure().has_value());
+                 CHECK(owner.failure()->step == cudyn::CheckpointStep::Checkpoint);
+                 require_ok(owner.checkpoint());
+             }
+             require_ok(owner.finish());
+             CHECK(target.verified());
+         }},
+        {"ProcessCheckpoint::restore (a child)",
+         [](Trial& t) {
+             CheckpointTarget target(device0_uuid());
+             auto owner = take(ProcessCheckpoint::lock(target.pid(), kLockTimeout));
+             require_ok(owner.checkpoint());
+             t.operation([&] { return owner.restore(); });
+             if (t.injected()) {  // refused: still checkpointed; finish() restores
+                 CHECK(owner.state() == ProcessState::Checkpointed);
+                 CHECK(take(cudyn::process_state(target.pid())) == ProcessState::Checkpointed);
+             }
+             require_ok(owner.finish());
+             CHECK(target.verified());
+         }},
+        {"ProcessCheckpoint::unlock (a child)",
+         [](Trial& t) {
+             CheckpointTarget target(device0_uuid());
+             auto owner = take(ProcessCheckpoint::lock(target.pid(), kLockTimeout));
+             t.operation([&] { return owner.unlock(); });
+             if (t.injected()) {  // refused: still locked; a retry unlocks
+                 CHECK(owner.state() == ProcessState::Locked);
+                 require_ok(owner.unlock());
+             }
+             CHECK(take(cudyn::process_state(target.pid())) == ProcessState::Running);
+             CHECK(target.verified());
+         }},
+        {"CheckpointPreparation::prepare (a range of three chunks, IPC memory)",
+         [&peer_memory](Trial& t) {
+             auto buffer = shareable_growable(3);
+             auto range = take(cudyn::import_range(received(take(take(cudyn::RangeExporter::create(buffer)).describe()))));
+             auto memory = take(cudyn::import_ipc_memory(peer_memory));
+             const CUdeviceptr address = range.device_address();
+             cudyn::CheckpointPreparation preparation;
+             require_ok(preparation.add(range));
+             require_ok(preparation.add(memory, cudyn::AddressChange::Allowed));
+             t.operation([&] { return preparation.prepare(); });
+             if (t.injected()) {  // rolled back: both open, the range where it was; a retry prepares
+                 CHECK_FALSE(preparation.prepared());
+                 CHECK_FALSE(range.suspended());
+                 CHECK_FALSE(memory.suspended());
+                 CHECK(all_equal(address, 3 * kChunk, kStamp));
+                 require_ok(preparation.prepare());
+             }
+             CHECK(range.suspended());
+             CHECK(memory.suspended());
+             require_ok(preparation.resume());
+             CHECK(range.device_address() == address);
+             CHECK(all_equal(address, 3 * kChunk, kStamp));
+             CHECK(memory.device_address() != 0);
+         }},
+        {"CheckpointPreparation::resume (a range of three chunks, IPC memory)",
+         [&peer_memory](Trial& t) {
+             auto buffer = shareable_growable(3);
+             auto range = take(cudyn::import_range(received(take(take(cudyn::RangeExporter::create(buffer)).describe()))));
+             auto memory = take(cudyn::import_ipc_memory(peer_memory));
+             const CUdeviceptr address = range.device_address();
+             cudyn::CheckpointPreparation preparation;
+             require_ok(preparation.add(range));
+             require_ok(preparation.add(memory, cudyn::AddressChange::Allowed));
+             require_ok(preparation.prepare());
+             t.operation([&] { return preparation.resume(); });
+             if (t.injected()) {  // still prepared: what is suspended stays so; a retry resumes the rest
+                 CHECK(preparation.prepared());
+                 CHECK((range.suspended() || memory.suspended()));
+                 require_ok(preparation.resume());
+             }
+             CHECK_FALSE(preparation.prepared());
+             CHECK(range.device_address() == address);
+             CHECK(all_equal(address, 3 * kChunk, kStamp));
+             CHECK(memory.device_address() != 0);
+         }},
+    };
+}
+
+// Runs each row warm, recording, then once per recorded call with that call
+// failed, checking the baseline after each run. The injection points in all.
+std::size_t sweep(const std::vector<Row>& all_rows) {
     std::size_t total = 0;
     for (const Row& row : all_rows) {
         INFO("operation: " << row.name);
@@ -881,10 +971,50 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
         }
         total += points.size();
     }
+    return total;
+}
+
+}  // namespace
+
+TEST_CASE("fault sweep: every multi-call operation, each of its driver calls failed in turn (fabric ones modelled)",
+          "[emulated][fault-sweep][modelled]") {
+    auto context = activate(0);
+    ParentSide side = start_child("fault-sweep-exporter");
+    const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
+    const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
+    ParentSide sharer = start_child("fault-sweep-sharer");
+    auto legacy_share = take(cudyn::receive_allocation(sharer.channel));
+    auto vmm_share = take(cudyn::receive_allocation(sharer.channel));
+    auto pool_share = take(cudyn::receive_allocation(sharer.channel));
+    auto sharer_pool = take(cudyn::receive_pool_fd(sharer.channel).and_then(cudyn::import_pool_fd));
+    const PeerShares peer_shares{std::move(legacy_share), std::move(vmm_share), std::move(pool_share),
+                                 std::move(sharer_pool),
+                                 take(receive_descriptor<cudyn::PoolPointerDescriptor>(sharer.channel, kMemDescriptor))};
+    std::vector<Row> all_rows = rows(peer_memory, peer_event);
+    for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
+    for (Row& row : range_rows()) all_rows.push_back(std::move(row));
+
+    const std::size_t total = sweep(all_rows);
     INFO("injection points in all: " << total);
     CHECK(total > 100);
     require_ok(send_tag(side.channel, kDone));
     CHECK(side.child.wait(kChildTimeout) == 0);
     require_ok(send_tag(sharer.channel, kDone));
     CHECK(sharer.child.wait(kChildTimeout) == 0);
+}
+
+// Apart from the rows above: a preparation refuses while an import it was
+// not given blocks, and the sweep above holds an imported pool throughout.
+TEST_CASE("fault sweep: the checkpoint steps on a child, and a target's prepare and resume",
+          "[emulated][fault-sweep]") {
+    auto context = activate(0);
+    ParentSide side = start_child("fault-sweep-exporter");
+    const auto peer_memory = take(receive_descriptor<IpcMemoryDescriptor>(side.channel, kMemDescriptor));
+    const auto peer_event = take(receive_descriptor<cudyn::IpcEventDescriptor>(side.channel, kEventDescriptor));
+    (void)peer_event;
+    const std::size_t total = sweep(checkpoint_rows(peer_memory));
+    INFO("injection points in all: " << total);
+    CHECK(total >= 10);
+    require_ok(send_tag(side.channel, kDone));
+    CHECK(side.child.wait(kChildTimeout) == 0);
 }

@@ -174,6 +174,7 @@ struct Allocation {
     std::size_t range_size = 0;
     unsigned long long allowed_handle_types = 0;
     bool host_memory = false;  // VMM: the mapped physical memory lives on a host location (pointer type HOST)
+    bool imported = false;     // VMM and pool memory imported from another process (a shareable handle, an exported pointer)
     // Pool blocks: the pool the block came from (or was imported into), for
     // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; null for every other kind.
     CUmemPoolHandle_st* pool = nullptr;

@@ -73,7 +73,13 @@ sockaddr_un service_address(int pid, socklen_t* length) {
     return address;
 }
 
+// The process's own device memory. Memory imported from another process
+// (legacy IPC opens, imported VMM mappings and pool pointers) is the exporter's: clearing it
+// would clear the exporter's bytes, so it is left alone. Whether the real
+// driver refuses to checkpoint a process that still maps such memory
+// depends on its version and is not modelled.
 bool holds_device_bytes(const fake::Allocation& a) {
+    if (a.imported) return false;
     return a.kind == fake::Kind::Device || a.kind == fake::Kind::Pool || a.kind == fake::Kind::Managed ||
            (a.kind == fake::Kind::VmmMapped && !a.host_memory);
 }

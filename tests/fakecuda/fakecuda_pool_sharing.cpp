@@ -334,6 +334,7 @@ CUresult import_pointer(State& st, Pool* pool, const CUmemPoolPtrExportData& dat
     a.buffer_id = st.next_buffer_id++;
     a.pool = pool;
     a.allowed_handle_types = pool->handle_types;
+    a.imported = true;  // the exporter's bytes: a checkpoint of this process leaves them alone
     pools().import_slots.emplace(a.buffer_id, blob.slot);
     pool->used += a.size;
     pool->reserved += length;

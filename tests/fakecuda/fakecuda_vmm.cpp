@@ -24,6 +24,7 @@ struct Physical {
     int device = -1;       // the device whose memory it is (-1: host)
     long references = 1;   // cuMemCreate / import / retain, each paired with a cuMemRelease
     long mappings = 0;
+    bool imported = false;  // from a shareable handle: a checkpoint leaves its bytes alone
 };
 
 struct Mapping {
@@ -290,6 +291,7 @@ CUresult import_fd(State& st, int fd, CUmemGenericAllocationHandle* handle) {
     const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     *handle = add_physical(st, own, static_cast<std::size_t>(info.st_size), props_for(fd));
+    vmm().physicals[*handle].imported = true;
     return CUDA_SUCCESS;
 }
 
@@ -446,6 +448,7 @@ FAKE_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, 
     a.range_size = reservation->second;
     a.allowed_handle_types = static_cast<unsigned long long>(physical->prop.requestedHandleTypes);
     a.host_memory = physical->device < 0;
+    a.imported = physical->imported;
     st.allocs.emplace(p, std::move(a));
     update_count(st);
     return CUDA_SUCCESS;

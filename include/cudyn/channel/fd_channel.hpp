@@ -17,6 +17,7 @@
 #include "cudyn/channel/file_descriptor.hpp"
 #include "cudyn/channel/peer_policy.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/import_ticket.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 
 #include <chrono>
@@ -96,15 +97,23 @@ public:
 
     const FileDescriptor& socket() const noexcept { return socket_; }
     bool empty() const noexcept { return !socket_.valid(); }
-    // Closes the socket now; the peer's next receive gives Io.
-    Result<void> close() { return socket_.close(); }
+    // Closes the socket now; the peer's next receive gives Io. (A close is
+    // never retried, so the channel leaves live_imports() either way.)
+    Result<void> close() {
+        listed_.close();
+        return socket_.close();
+    }
 
 private:
-    explicit FdChannel(FileDescriptor socket) noexcept : socket_(std::move(socket)) {}
+    // Listed in live_imports(): a process-saving tool (CRIU) must know of a
+    // socket connected to another process.
+    explicit FdChannel(FileDescriptor socket) noexcept
+        : socket_(std::move(socket)), listed_(detail::import_open(LiveImport{ImportKind::DescriptorChannel, -1, 0, 0})) {}
     // The frame, its payload and `count` descriptors with `flags` (the frame's).
     Result<void> send_frame(std::uint32_t tag, const void* payload, std::size_t size, const int* fds,
                             std::size_t count, std::uint32_t flags, std::chrono::milliseconds timeout);
     FileDescriptor socket_;
+    detail::ImportTicket listed_;
 };
 
 // Who may connect to an FdListener, and what it does with those who may not.

@@ -9,6 +9,7 @@
 
 #include "cudyn/core/location.hpp"
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/import_ticket.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/vmm/allocation_properties.hpp"
@@ -226,6 +227,7 @@ private:
         HandleType handle_types = HandleType::None;  // what the pool can be exported as
         ExportedFlag exported;
         detail::LedgerTicket ledger;  // pools this owner destroys: counted (no bytes)
+        detail::ImportTicket listed;  // imported pools: in live_imports()
 
         bool empty() const noexcept { return !owned; }
         // cuMemPoolDestroy (a refusal keeps the pool); a pool the driver must
@@ -233,7 +235,7 @@ private:
         Result<void> release();
     };
     MemoryPool(CUmemoryPool pool, bool owned, Location location, HandleType types = HandleType::None) noexcept
-        : MemoryPool(Held{pool, owned, location, false, {}, types, {}, {}}) {}
+        : MemoryPool(Held{pool, owned, location, false, {}, types, {}, {}, {}}) {}
     explicit MemoryPool(Held held) noexcept : held_(std::move(held)) {
         if (held_->owned) held_->ledger = detail::ledger_open(MemoryKind::Pool, ledger_device(held_->location), 0, 0);
     }

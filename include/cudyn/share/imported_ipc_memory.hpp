@@ -12,6 +12,7 @@
 
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/owner_context.hpp"
+#include "cudyn/detail/import_ticket.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/memory/device_span.hpp"
@@ -60,6 +61,21 @@ public:
     // retried). ok() when already empty.
     Result<void> close() { return held_.release(); }
 
+    // Before a checkpoint of this process (CheckpointPreparation does it for
+    // a set of imports): closes the memory (cuIpcCloseMemHandle, after the
+    // context's work) and keeps the handle, the context and the sizes, so
+    // resume() can open it again. The driver picks the address of an open,
+    // so after resume() device_address() is most likely another one: every
+    // pointer into the old address must be taken again. While suspended,
+    // device_address() is 0 and the memory is not listed in live_imports().
+    // InvalidArgument when empty or already suspended; a refused close
+    // leaves it open and unchanged.
+    Result<void> suspend();
+    // Opens the kept handle again in the kept context. InvalidArgument when
+    // not suspended; a refused open leaves it suspended (retry).
+    Result<void> resume();
+    bool suspended() const noexcept { return held_->suspended; }
+
 private:
     friend Result<ImportedIpcMemory> import_ipc_memory(const IpcMemoryDescriptor& descriptor);
     struct Held {
@@ -71,8 +87,12 @@ private:
         detail::OwnerContext context;
         IpcMemoryHandle handle;
         detail::LedgerTicket ledger;
+        detail::ImportTicket listed;
+        bool suspended = false;  // closed for a checkpoint: base is 0, the handle and context kept
 
-        bool empty() const noexcept { return base == 0; }
+        bool empty() const noexcept { return base == 0 && !suspended; }
+        // Counts the open memory in the ledger and the list of imports.
+        void count_in() noexcept;
         // cuIpcCloseMemHandle in its context, then the record lets the
         // handle be imported again.
         Result<void> release();
@@ -80,9 +100,8 @@ private:
     };
     ImportedIpcMemory(CUdeviceptr base, std::size_t offset, std::size_t size, detail::OwnerContext context,
                       const IpcMemoryHandle& handle) noexcept
-        : held_(Held{base, offset, size, std::move(context), handle, {}}) {
-        held_->ledger = detail::ledger_open(MemoryKind::IpcOpened, held_->context.empty() ? -1 : held_->context.device(),
-                                            size, static_cast<std::uintptr_t>(base + offset));
+        : held_(Held{base, offset, size, std::move(context), handle, {}, {}, false}) {
+        held_->count_in();
     }
 
     detail::UniqueHandle<Held> held_;

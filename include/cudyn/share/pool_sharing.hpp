@@ -13,6 +13,7 @@
 #include "cudyn/channel/file_descriptor.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/owner_context.hpp"
+#include "cudyn/detail/import_ticket.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/record_access.hpp"
 #include "cudyn/detail/unique_handle.hpp"
@@ -198,6 +199,7 @@ private:
         CUstream stream = nullptr;    // the stream of a stream-ordered free
         bool stream_ordered = false;  // false: cuCtxSynchronize + cuMemFree
         detail::LedgerTicket ledger;
+        detail::ImportTicket listed;
 
         bool empty() const noexcept { return base == 0; }
         Result<void> release();   // cuMemFree_v2 (or cuMemFreeAsync on `stream`) in its context

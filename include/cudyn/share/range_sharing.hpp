@@ -29,6 +29,7 @@
 #include "cudyn/core/location.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/core/teardown.hpp"
+#include "cudyn/detail/import_ticket.hpp"
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/detail/record_access.hpp"
 #include "cudyn/detail/unique_handle.hpp"
@@ -178,6 +179,11 @@ Result<ImportedRange> import_range(RangeDescriptor descriptor, std::vector<Acces
 // A range imported whole; unmapped, released and freed by close() or the
 // destructor, after waiting for the devices it was granted to (as teardown()
 // says): the chunks last first, then the reservation.
+//
+// It keeps a duplicate of each chunk's descriptor (a fabric chunk: its
+// handle) while it lives, one open descriptor per POSIX chunk, so that
+// suspend() / resume() can give the chunks back for a checkpoint of this
+// process and map them again at the same addresses.
 class ImportedRange {
 public:
     ImportedRange() noexcept = default;  // empty; move-only
@@ -213,6 +219,25 @@ public:
     // stays held (retry). ok() when empty.
     Result<void> close() { return held_.release(); }
 
+    // Before a checkpoint of this process (CheckpointPreparation does it for
+    // a set of imports): waits for the devices granted (as teardown() says),
+    // unmaps every chunk and lets go of its imported memory, and keeps the
+    // reservation, the chunks' descriptors and the grants. While suspended
+    // the range is reserved but nothing is mapped (size_bytes() is 0), and
+    // it is not listed in live_imports(). InvalidArgument when empty or
+    // already suspended. A refusal half-way maps the unmapped chunks again
+    // (the range as it was); when that fails too it says so and stays
+    // suspended, for resume() to finish.
+    Result<void> suspend();
+    // Imports every chunk again from its kept descriptor and maps it at the
+    // same offset, then grants the import's access over them in one call:
+    // the same device addresses, and the exporter's bytes (the exporter owns
+    // the memory; a checkpoint of this process does not touch it).
+    // InvalidArgument when not suspended; a refusal unmaps what this call
+    // mapped and leaves the range suspended (retry).
+    Result<void> resume();
+    bool suspended() const noexcept { return held_->suspended; }
+
 private:
     friend Result<ImportedRange> import_range(RangeDescriptor descriptor, std::vector<AccessGrant> access);
     // Dropped unreleased, members go last to first: the chunks before the
@@ -220,14 +245,23 @@ private:
     struct Held {
         AddressRange range;
         std::vector<MappedRange> chunks;
+        // Each chunk's descriptor, duplicated at its import: kept[i] imports
+        // chunks[i] again. chunks is a prefix of kept (all of it unless suspended).
+        std::vector<RangeChunk> kept;
         std::vector<AccessGrant> access;
         detail::ExporterIdentity exporter;
         std::uint64_t range_id = 0;
         std::uint64_t generation = 0;
         detail::OwnerContext context;  // current at the import: waited for before unmapping
         Teardown teardown = Teardown::WaitForDevice;
+        bool suspended = false;
+        detail::ImportTicket listed;  // in live_imports() while not suspended
 
         bool empty() const noexcept { return range.empty() && chunks.empty(); }
+        // Imports and maps kept[chunks.size()...] again, access included;
+        // a failure unmaps what this call mapped.
+        Result<void> remap_kept(const char* operation);
+        void list() noexcept;
         // Maps `memory` after the chunks held, at the offsets of `chunks`,
         // then grants `access` over them in one call. A failure unmaps what
         // this call mapped; the chunks before stay.
