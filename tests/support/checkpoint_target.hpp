@@ -1,5 +1,6 @@
 // A child process for checkpoint tests: it holds device memory (a
-// DeviceBuffer of N MiB and 1 MiB of pool memory) with known words on device
+// DeviceBuffer of N MiB, 1 MiB of pool memory and a GrowableBuffer of two
+// granules, VMM memory the driver saves as well) with known words on device
 // 0 while its parent checkpoints and restores it; then it checks every word,
 // that device 0 is the GPU its parent named (by UUID), and that it can still
 // allocate and copy.
@@ -19,10 +20,13 @@
 #include "cudyn/device/stream.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
+#include "cudyn/vmm/allocation_properties.hpp"
+#include "cudyn/vmm/growable_buffer.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -52,6 +56,14 @@ inline int checkpoint_target_role(int argc, char** argv) {
     if (!check.expect(context && stream && buffer, "context, stream, device memory")) return check.exit_status();
     auto pooled = cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(std::size_t{1} << 18, *stream);
     if (!check.expect(pooled.has_value(), "pool memory")) return check.exit_status();
+    auto properties = cudyn::AllocationProperties::device(0);
+    auto granule = cudyn::allocation_granularity(properties);
+    auto growable = granule ? cudyn::GrowableBuffer::create(properties, 2 * *granule)
+                            : cudyn::Result<cudyn::GrowableBuffer>(granule.error());
+    if (!check.expect(growable && growable->grow_to(2 * *granule).has_value(), "VMM memory (a GrowableBuffer)"))
+        return check.exit_status();
+    auto vmm_words = growable->device_span_as<std::uint32_t>();
+    check.expect(vmm_words && vmm_words->fill(0x6A0B1E5u).has_value(), "VMM fill");
     std::vector<std::uint32_t> expected(words);
     std::iota(expected.begin(), expected.end(), 0x5eed0000u);
     const std::vector<std::uint32_t> pool_expected(std::size_t{1} << 18, 0xB0057EDu);
@@ -65,6 +77,10 @@ inline int checkpoint_target_role(int argc, char** argv) {
     std::vector<std::uint32_t> pool_seen(pool_expected.size());
     check.expect(pooled->copy_to(cudyn::HostSpan<std::uint32_t>(pool_seen)).has_value(), "pool copy out");
     check.expect(pool_seen == pool_expected, "every word of the pool memory came back");
+    std::vector<std::uint32_t> vmm_seen(vmm_words ? vmm_words->size() : 0);
+    check.expect(vmm_words && vmm_words->copy_to(cudyn::HostSpan<std::uint32_t>(vmm_seen)).has_value(), "VMM copy out");
+    check.expect(std::all_of(vmm_seen.begin(), vmm_seen.end(), [](std::uint32_t w) { return w == 0x6A0B1E5u; }),
+                 "every word of the GrowableBuffer came back");
     auto uuid = device->uuid();
     check.expect(uuid && argc > 0 && uuid->to_string() == argv[0],
                  "device 0 is " + (uuid ? uuid->to_string() : std::string("?")) + ", expected " +
