@@ -71,23 +71,13 @@ Result<std::vector<RangeChunk>> duplicate_chunks(const std::vector<RangeChunk>& 
     std::vector<RangeChunk> copies;
     copies.reserve(chunks.size() - std::min(from, chunks.size()));
     for (std::size_t i = from; i < chunks.size(); ++i) {
-        const RangeChunk& chunk = chunks[i];
-        RangeChunk same;
-        same.offset_bytes = chunk.offset_bytes;
-        same.size_bytes = chunk.size_bytes;
-        same.location = chunk.location;
-        same.handle_type = chunk.handle_type;
-        same.fabric = chunk.fabric;
-        if (chunk.fd) {
-            auto duplicated = chunk.fd.duplicate();
-            if (!duplicated) {
-                Error error = op.context(std::move(duplicated).error());
-                error.message += " (keeping the descriptor of chunk " + std::to_string(i) + ")";
-                return error;
-            }
-            same.fd = std::move(*duplicated);
+        auto same = chunks[i].duplicate();
+        if (!same) {
+            Error error = op.context(std::move(same).error());
+            error.message += " (keeping the descriptor of chunk " + std::to_string(i) + ")";
+            return error;
         }
-        copies.push_back(std::move(same));
+        copies.push_back(std::move(*same));
     }
     return copies;
 }

@@ -56,6 +56,19 @@ std::uint64_t RangeDescriptor::listed_bytes() const noexcept {
     return bytes;
 }
 
+Result<RangeChunk> RangeChunk::duplicate() const {
+    RangeChunk same;
+    same.offset_bytes = offset_bytes;
+    same.size_bytes = size_bytes;
+    same.location = location;
+    same.handle_type = handle_type;
+    same.fabric = fabric;
+    if (fd) {
+        CUDYN_TRY_ASSIGN(same.fd, fd.duplicate());
+    }
+    return same;
+}
+
 Result<RangeDescriptor> RangeDescriptor::duplicate() const {
     RangeDescriptor copy;
     copy.exporter = exporter;
@@ -67,15 +80,7 @@ Result<RangeDescriptor> RangeDescriptor::duplicate() const {
     copy.kept_chunks = kept_chunks;
     copy.chunks.reserve(chunks.size());
     for (const RangeChunk& chunk : chunks) {
-        RangeChunk same;
-        same.offset_bytes = chunk.offset_bytes;
-        same.size_bytes = chunk.size_bytes;
-        same.location = chunk.location;
-        same.handle_type = chunk.handle_type;
-        same.fabric = chunk.fabric;
-        if (chunk.fd) {
-            CUDYN_TRY_ASSIGN(same.fd, chunk.fd.duplicate());
-        }
+        CUDYN_TRY_ASSIGN(RangeChunk same, chunk.duplicate());
         copy.chunks.push_back(std::move(same));
     }
     return copy;

@@ -60,6 +60,9 @@ struct RangeChunk {
     HandleType handle_type = HandleType::None;  // PosixFileDescriptor or Fabric
     FileDescriptor fd;                          // with PosixFileDescriptor
     FabricHandle fabric;                        // with Fabric
+
+    // The same chunk with a file descriptor of its own (duplicated).
+    Result<RangeChunk> duplicate() const;
 };
 
 // A range's whole layout (base_generation 0), or an update of it: what an
