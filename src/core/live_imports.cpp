@@ -2,23 +2,13 @@
 // import opens or closes.
 #include "cudyn/core/live_imports.hpp"
 #include "cudyn/detail/import_ticket.hpp"
-
-#include <map>
-#include <mutex>
+#include "core/live_records.hpp"
 
 namespace cudyn {
 
 namespace {
 
-struct Registry {
-    std::mutex mutex;
-    std::uint64_t next_id = 1;
-    std::map<std::uint64_t, LiveImport> live;  // by id: oldest first
-};
-Registry& registry() {
-    static Registry* const instance = new Registry;  // never destroyed: owners may close at static destruction
-    return *instance;
-}
+using Registry = detail::LiveRecords<LiveImport>;
 
 }  // namespace
 
@@ -35,35 +25,21 @@ const char* to_string(ImportKind kind) noexcept {
     return "unknown";
 }
 
-std::vector<LiveImport> live_imports() {
-    Registry& state = registry();
-    const std::lock_guard<std::mutex> lock(state.mutex);
-    std::vector<LiveImport> alive;
-    alive.reserve(state.live.size());
-    for (const auto& entry : state.live) alive.push_back(entry.second);
-    return alive;
-}
+std::vector<LiveImport> live_imports() { return Registry::instance().list(); }
 
 namespace detail {
 
 ImportTicket import_open(const LiveImport& import) noexcept {
     ImportTicket ticket;
     try {
-        Registry& state = registry();
-        const std::lock_guard<std::mutex> lock(state.mutex);
-        const std::uint64_t id = state.next_id;
-        state.live.emplace(id, import);
-        ++state.next_id;
-        ticket.id_ = id;
+        ticket.id_ = Registry::instance().add(import);
     } catch (...) {  // no memory for the line (or the lock failed): unlisted, not failed
     }
     return ticket;
 }
 
 void ImportTicket::close_listed() noexcept {
-    Registry& state = registry();
-    const std::lock_guard<std::mutex> lock(state.mutex);
-    state.live.erase(id_);
+    Registry::instance().remove(id_);
     id_ = 0;
 }
 

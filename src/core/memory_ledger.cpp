@@ -4,6 +4,7 @@
 // on. No lock on the counting path.
 #include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
+#include "core/live_records.hpp"
 #include "core/memory_ledger_internal.hpp"
 
 #include <algorithm>
@@ -11,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -178,15 +178,7 @@ void count(std::size_t row) noexcept {
 
 thread_local const char* current_label = nullptr;
 
-struct Tracker {
-    std::mutex mutex;
-    std::uint64_t next_id = 1;
-    std::map<std::uint64_t, LiveAllocation> live;  // by id: oldest first
-};
-Tracker& tracker() {
-    static Tracker* const instance = new Tracker;  // never destroyed: owners may close at static destruction
-    return *instance;
-}
+using Tracker = detail::LiveRecords<LiveAllocation>;
 std::atomic<bool> tracking{false};
 
 void report_at_exit() {
@@ -213,17 +205,11 @@ void start_report_once() noexcept {
 }
 
 std::uint64_t track(MemoryKind kind, int device, std::uint64_t bytes, std::uintptr_t address) {
-    Tracker& state = tracker();
-    const std::lock_guard<std::mutex> lock(state.mutex);
-    const std::uint64_t id = state.next_id++;
-    state.live.emplace(id, LiveAllocation{kind, device, bytes, address, current_label ? current_label : ""});
-    return id;
+    return Tracker::instance().add(LiveAllocation{kind, device, bytes, address, current_label ? current_label : ""});
 }
 
 void untrack(std::uint64_t id) noexcept {
-    Tracker& state = tracker();
-    const std::lock_guard<std::mutex> lock(state.mutex);
-    state.live.erase(id);
+    Tracker::instance().remove(id);
 }
 
 // The opens and closes of every row, summed over the shards.
@@ -337,14 +323,7 @@ void reset_peaks() noexcept {
 void track_allocations(bool on) { tracking.store(on && counting(), std::memory_order_relaxed); }
 bool tracking_allocations() noexcept { return tracking.load(std::memory_order_relaxed); }
 
-std::vector<LiveAllocation> live_allocations() {
-    Tracker& state = tracker();
-    const std::lock_guard<std::mutex> lock(state.mutex);
-    std::vector<LiveAllocation> alive;
-    alive.reserve(state.live.size());
-    for (const auto& record : state.live) alive.push_back(record.second);
-    return alive;
-}
+std::vector<LiveAllocation> live_allocations() { return Tracker::instance().list(); }
 
 std::string format(const LedgerSnapshot& snapshot) {
     if (!snapshot.enabled) return "ledger off\n";
