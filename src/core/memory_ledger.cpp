@@ -6,6 +6,7 @@
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "core/live_records.hpp"
 #include "core/memory_ledger_internal.hpp"
+#include "cudyn/loader/driver_call.hpp"  // CUDYN_DETAIL_COLD
 
 #include <algorithm>
 #include <atomic>
@@ -50,20 +51,26 @@ bool environment_says(const char* name, const char* value) {
     return set != nullptr && std::strcmp(set, value) == 0;
 }
 
-// Where the process stands, so that the counting path pays one load: Unread
-// until the environment is read, Off, On (read, and no allocation counted
-// yet), Ready (the first allocation started the report, when asked for).
-enum LedgerState : unsigned char { Unread, Off, On, Ready };
-std::atomic<unsigned char> ledger_state{Unread};
+// Where the process stands, so that an open pays one load and one compare
+// (state == Ready): Unread until the environment is read, Off, On (read, and
+// no allocation counted yet), Ready (the first allocation started the report,
+// when asked for), and the Tracking bit while per-allocation records are
+// kept. Only ever changed by fetch_or / fetch_and, so a phase set by one
+// thread and the bit set by another never undo each other. In a line of its
+// own: written almost never, read by every open.
+enum LedgerState : unsigned char { Unread = 0, Off = 1, On = 2, Ready = 3, Phase = 3, Tracking = 4 };
+struct alignas(64) LineOfState {
+    std::atomic<unsigned char> value{Unread};
+};
+LineOfState ledger_state;
 
 // CUDYN_LEDGER=0 switches counting off for the whole process, read once.
 bool counting() noexcept {
-    if (ledger_state.load(std::memory_order_acquire) != Unread) {
-        return ledger_state.load(std::memory_order_relaxed) != Off;
-    }
+    const unsigned char state = ledger_state.value.load(std::memory_order_acquire);
+    if (state != Unread) return (state & Phase) != Off;
     static const bool on = [] {
         const bool enabled = CUDYN_LEDGER_BUILT != 0 && !environment_says("CUDYN_LEDGER", "0");
-        ledger_state.store(enabled ? On : Off, std::memory_order_release);
+        ledger_state.value.fetch_or(enabled ? On : Off, std::memory_order_release);
         return enabled;
     }();
     return on;
@@ -103,7 +110,19 @@ ShardList& shard_list() {
 }
 
 // Trivial thread_locals: reached without an initialisation check.
-thread_local Shard* this_thread_shard = nullptr;
+// this_thread_shard, read by every open and close, is initial-exec on ELF
+// with glibc: reaching it is one load at a fixed offset from the thread
+// pointer, not a call to __tls_get_addr (-fPIC's default, general-dynamic),
+// which first reads the thread's DTV and its generation: lines that a driver
+// call between an open and its close has likely pushed out of the cache. Its
+// 8 bytes come from the static TLS space glibc keeps spare for libraries
+// loaded by dlopen.
+#if defined(__ELF__) && defined(__GLIBC__)
+#define CUDYN_LEDGER_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define CUDYN_LEDGER_TLS
+#endif
+CUDYN_LEDGER_TLS thread_local Shard* this_thread_shard = nullptr;
 thread_local bool this_thread_ended = false;
 
 // Its destructor, at thread exit, hands the thread's shard back (the counts
@@ -128,7 +147,7 @@ struct ShardReturn {
 
 // The calling thread's shard, taken at its first count; nullptr: count in the
 // shared one.
-Shard* claim_shard() noexcept {
+CUDYN_DETAIL_COLD Shard* claim_shard() noexcept {
 #if defined(_WIN32)
     // A thread_local's destructor in a DLL did not run at thread exit (MinGW
     // under wine: every ended thread kept its shard), so shards would grow
@@ -179,7 +198,6 @@ void count(std::size_t row) noexcept {
 thread_local const char* current_label = nullptr;
 
 using Tracker = detail::LiveRecords<LiveAllocation>;
-std::atomic<bool> tracking{false};
 
 void report_at_exit() {
     const std::vector<LiveAllocation> alive = ledger::live_allocations();
@@ -196,19 +214,19 @@ void report_at_exit() {
 void start_report_once() noexcept {
     static const bool started = [] {
         if (!environment_says("CUDYN_LEDGER_REPORT", "1")) return false;
-        tracking.store(true, std::memory_order_relaxed);
+        ledger_state.value.fetch_or(Tracking, std::memory_order_relaxed);
         std::atexit(report_at_exit);
         return true;
     }();
     (void)started;
-    ledger_state.store(Ready, std::memory_order_release);
+    ledger_state.value.fetch_or(Ready, std::memory_order_release);
 }
 
 std::uint64_t track(MemoryKind kind, int device, std::uint64_t bytes, std::uintptr_t address) {
     return Tracker::instance().add(LiveAllocation{kind, device, bytes, address, current_label ? current_label : ""});
 }
 
-void untrack(std::uint64_t id) noexcept {
+CUDYN_DETAIL_COLD void untrack(std::uint64_t id) noexcept {
     Tracker::instance().remove(id);
 }
 
@@ -245,6 +263,25 @@ LedgerEntry read_row(std::size_t row, const Counts& counts) noexcept {
     entry.peak_bytes = counters.peak_bytes.load(std::memory_order_relaxed);
     entry.total_allocations = counts.opens[row];
     return entry;
+}
+
+// The first allocations: reads the environment and starts the report when
+// asked for. The state to go on with; Off: not counted.
+CUDYN_DETAIL_COLD unsigned char settle(unsigned char state) noexcept {
+    if ((state & Phase) == Ready) return state;
+    if ((state & Phase) == Off || !counting()) return Off;
+    start_report_once();
+    return ledger_state.value.load(std::memory_order_acquire);
+}
+
+// Tracking on: the record's id (0: no memory for it, counted but not listed).
+CUDYN_DETAIL_COLD std::uint64_t record(MemoryKind kind, int device, std::uint64_t bytes,
+                                       std::uintptr_t address) noexcept {
+    try {
+        return track(kind, device, bytes, address);
+    } catch (...) {
+        return 0;
+    }
 }
 
 }  // namespace
@@ -320,8 +357,16 @@ void reset_peaks() noexcept {
     }
 }
 
-void track_allocations(bool on) { tracking.store(on && counting(), std::memory_order_relaxed); }
-bool tracking_allocations() noexcept { return tracking.load(std::memory_order_relaxed); }
+void track_allocations(bool on) {
+    if (on && counting()) {
+        ledger_state.value.fetch_or(Tracking, std::memory_order_relaxed);
+    } else {
+        ledger_state.value.fetch_and(static_cast<unsigned char>(~Tracking), std::memory_order_relaxed);
+    }
+}
+bool tracking_allocations() noexcept {
+    return (ledger_state.value.load(std::memory_order_relaxed) & Tracking) != 0;
+}
 
 std::vector<LiveAllocation> live_allocations() { return Tracker::instance().list(); }
 
@@ -351,12 +396,14 @@ LedgerLabel::~LedgerLabel() { current_label = previous_; }
 
 namespace detail {
 
+// The common case (counted, not tracked) takes no call: anything else goes
+// out of line, so this path saves no registers for it.
 LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
     LedgerTicket ticket;
-    const unsigned char state = ledger_state.load(std::memory_order_acquire);
+    unsigned char state = ledger_state.value.load(std::memory_order_acquire);
     if (state != Ready) {
-        if (state == Off || !counting()) return ticket;
-        start_report_once();
+        state = settle(state);
+        if (state == Off) return ticket;
     }
     const std::size_t row = static_cast<std::size_t>(kind) * device_slots + device_slot(device);
     Counters& counters = rows[row];
@@ -367,13 +414,7 @@ LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::ui
     count<false>(row);
     ticket.row_ = static_cast<std::uint32_t>(row + 1);
     ticket.bytes_ = bytes;
-    if (tracking.load(std::memory_order_relaxed)) {
-        try {
-            ticket.record_ = track(kind, device, bytes, address);
-        } catch (...) {  // no memory for the record: counted, not listed
-            ticket.record_ = 0;
-        }
-    }
+    if (state != Ready) ticket.record_ = record(kind, device, bytes, address);  // Ready | Tracking
     return ticket;
 }
 
