@@ -16,6 +16,7 @@
 // (a failed restore leaves the target checkpointed, its API locked).
 // Linux only (abstract sockets); elsewhere the entries answer NOT_SUPPORTED.
 #include "fake_state.hpp"
+#include "fake_thread.hpp"
 
 #if FAKE_HAS(12080)
 
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -237,7 +239,8 @@ void fake::start_checkpoint_service() {
             ::close(listener);
             return;
         }
-        std::thread(serve, listener).detach();
+        const auto run = [](void* socket) { serve(static_cast<int>(reinterpret_cast<std::intptr_t>(socket))); };
+        if (!fake::start_detached(run, reinterpret_cast<void*>(static_cast<std::intptr_t>(listener)))) ::close(listener);
     });
 }
 

@@ -4,6 +4,7 @@
 // cuStreamWaitEvent), so calls return before their work ran and cudyn's
 // waits and teardown meet pending work.
 #include "fake_state.hpp"
+#include "fake_thread.hpp"
 
 #include <algorithm>
 
@@ -180,7 +181,7 @@ Dependency enqueue(State& st, const std::shared_ptr<Queue>& queue, Task task, st
     queue->pending.push_back(std::move(work));
     if (!st.worker_started) {
         st.worker_started = true;
-        std::thread(worker_main).detach();
+        if (!start_detached([](void*) { worker_main(); }, nullptr)) st.worker_started = false;
     }
     st.work.notify_one();
     return Dependency{queue, queue->enqueued};
