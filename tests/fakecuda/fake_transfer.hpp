@@ -15,6 +15,13 @@
 
 namespace fake::transfer {
 
+// How an entry point names its copy: on a stream or not, and with the
+// legacy or the per-thread default stream.
+constexpr bool kNoStream = false;
+constexpr bool kStream = true;
+constexpr bool kLegacy = false;
+constexpr bool kPerThread = true;
+
 enum class Side { Device, Managed, Pinned, Pageable };
 // When a call returns: at once, once a pageable source is staged, or when done.
 enum class Returns { AtOnce, Staged, WhenDone };

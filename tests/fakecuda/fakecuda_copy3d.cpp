@@ -292,11 +292,6 @@ CUresult copy_3d_batch(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* failI
 }
 #endif
 
-constexpr bool kNoStream = false;
-constexpr bool kStream = true;
-constexpr bool kLegacy = false;
-constexpr bool kPerThread = true;
-
 }  // namespace
 
 // ---- pitched allocation ----------------------------------------------------------------------

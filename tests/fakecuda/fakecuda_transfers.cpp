@@ -417,11 +417,6 @@ CUresult memcpy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_
 }
 #endif
 
-constexpr bool kNoStream = false;
-constexpr bool kStream = true;
-constexpr bool kLegacy = false;
-constexpr bool kPerThread = true;
-
 }  // namespace
 
 // ---- copies ----------------------------------------------------------------------------------
