@@ -19,19 +19,26 @@ cudyn::SleepingAllocator& allocator() {
     return *made;
 }
 
-std::string& last_error() {
-    thread_local std::string text;
-    return text;
+struct LastError {
+    int code = 0;
+    std::string text;
+};
+
+LastError& last_error() {
+    thread_local LastError last;
+    return last;
 }
 
 int succeeded() {
-    last_error().clear();
+    last_error().code = 0;
+    last_error().text.clear();
     return 0;
 }
 
 int failed(const cudyn::Error& error) {
-    last_error() = error.describe();
-    return static_cast<int>(error.code) + 1;
+    last_error().code = static_cast<int>(error.code) + 1;
+    last_error().text = error.describe();
+    return last_error().code;
 }
 
 int refused(const char* operation, const std::string& what) {
@@ -124,7 +131,7 @@ int cudyn_torch_trim_cache(void) { return answer(allocator().trim_cache()); }
 
 int cudyn_torch_sleep(const char* const* offload_tags, int count, cudyn_torch_report* report) {
     std::vector<std::string> tags;
-    if (!read_tags("cudyn_torch_sleep", offload_tags, count, &tags)) return static_cast<int>(cudyn::ErrorCode::InvalidArgument) + 1;
+    if (!read_tags("cudyn_torch_sleep", offload_tags, count, &tags)) return last_error().code;
     auto done = allocator().sleep(tags);
     if (done) fill_report(*done, report);
     return answer(done);
@@ -132,8 +139,7 @@ int cudyn_torch_sleep(const char* const* offload_tags, int count, cudyn_torch_re
 
 int cudyn_torch_wake_up(const char* const* tags, int count, cudyn_torch_report* report) {
     std::vector<std::string> names;
-    if (tags != nullptr && !read_tags("cudyn_torch_wake_up", tags, count, &names))
-        return static_cast<int>(cudyn::ErrorCode::InvalidArgument) + 1;
+    if (tags != nullptr && !read_tags("cudyn_torch_wake_up", tags, count, &names)) return last_error().code;
     auto done = allocator().wake_up(names, tags == nullptr);
     if (done) fill_report(*done, report);
     return answer(done);
@@ -165,7 +171,9 @@ int cudyn_torch_stats(cudyn_torch_tag_stats* rows, int capacity) {
 
 uint64_t cudyn_torch_cached_bytes(void) { return allocator().cached_bytes(); }
 
-const char* cudyn_torch_last_error(void) { return last_error().c_str(); }
+const char* cudyn_torch_last_error(void) { return last_error().text.c_str(); }
+
+int cudyn_torch_last_error_code(void) { return last_error().code; }
 
 int cudyn_torch_reset(void) {
     allocator().reset();

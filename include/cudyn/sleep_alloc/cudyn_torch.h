@@ -76,6 +76,9 @@ CUDYN_TORCH_API int cudyn_torch_stats(cudyn_torch_tag_stats* rows, int capacity)
 CUDYN_TORCH_API uint64_t cudyn_torch_cached_bytes(void);
 /* The last failure's message on the calling thread ("" after a success). */
 CUDYN_TORCH_API const char* cudyn_torch_last_error(void);
+/* The last failure's code on the calling thread (0 after a success): what
+ * cudyn_torch_alloc (NULL) and cudyn_torch_free (no answer) failed with. */
+CUDYN_TORCH_API int cudyn_torch_last_error_code(void);
 /* Frees every allocation, awake, asleep or cached (a test's or a shutdown's
  * clean slate); the settings (tag, peers, cache limit) go back to defaults. */
 CUDYN_TORCH_API int cudyn_torch_reset(void);
