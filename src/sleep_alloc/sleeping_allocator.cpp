@@ -244,8 +244,12 @@ Result<void> SleepingAllocator::free(CUdeviceptr address) {
         state_->live.erase(found);
         return ok();
     }
-    if (auto given = state_->give_back(allocation); !given)
+    if (auto given = state_->give_back(allocation); !given) {
+        // Kept, to be freed again: unmapped already, it counts as asleep (no
+        // memory behind its addresses), which a retried free finishes.
+        if (allocation.mapping.empty()) allocation.asleep = true;
         return kFree.context(std::move(given).error());
+    }
     state_->count_out(allocation);
     state_->live.erase(found);
     return ok();

@@ -79,7 +79,8 @@ public:
     // it). An allocation freed while asleep is accepted: its reservation and
     // its host copy go (a free cannot be refused under PyTorch, and a refusal
     // would keep the addresses forever). InvalidArgument for an address that
-    // is no live allocation's start.
+    // is no live allocation's start. A step the driver refuses keeps the
+    // allocation, with what the driver still holds: free it again to retry.
     Result<void> free(CUdeviceptr address);
 
     // The tag later allocations get (process-wide, not per thread).

@@ -309,6 +309,25 @@ TEST_CASE("sleep-alloc: a cuMemCreate failing half-way through wake_up leaves ea
     CHECK(before.live_delta() == 0);
 }
 
+TEST_CASE("sleep-alloc: a free the driver refuses keeps the allocation, and a retry frees it",
+          "[emulated][sleep-alloc]") {
+    auto context = activate(0);
+    const CleanAllocator clean;
+    const DriverSnapshot before;
+    const CUdeviceptr a = alloc(2 * kMiB);
+    for (const char* spec : {"cuMemUnmap", "cuMemAddressFree"}) {
+        INFO(spec);
+        const ScopedFault fault(spec);
+        cudyn_torch_free(reinterpret_cast<void*>(a), 2 * kMiB, 0, nullptr);
+        CHECK(cudyn_torch_last_error_code() == kOutOfMemory);
+        CHECK(std::string(cudyn_torch_last_error()).find("SleepingAllocator::free") != std::string::npos);
+        CHECK(stats_by_tag()["default@0"].live_count == 1);
+    }
+    release(a, 2 * kMiB);
+    CHECK(cudyn_torch_last_error_code() == 0);
+    CHECK(before.live_delta() == 0);
+}
+
 TEST_CASE("sleep-alloc: a failed copy to host during sleep releases nothing", "[emulated][sleep-alloc]") {
     auto context = activate(0);
     const CleanAllocator clean;
