@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,15 @@ constexpr int kOutOfMemory = static_cast<int>(ErrorCode::OutOfMemory) + 1;
 struct CleanAllocator {
     CleanAllocator() { REQUIRE(cudyn_torch_reset() == 0); }
     ~CleanAllocator() { cudyn_torch_reset(); }
+};
+
+// A test's setting: device 0's context current, a clean allocator, and the
+// fake's live objects (and the calls of `entries`) counted from the start.
+struct Session {
+    cudyn::PrimaryContext context = activate(0);
+    CleanAllocator clean;
+    DriverSnapshot before;
+    explicit Session(std::initializer_list<const char*> entries = {}) : before(entries) {}
 };
 
 CUdeviceptr alloc(std::size_t bytes, int device = 0) {
@@ -95,10 +105,9 @@ std::uint64_t vmm_mapped_live_count() {
 
 TEST_CASE("sleep-alloc: allocations are VMM mappings rounded to the granularity, given back at free",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before({"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
+    const Session session({"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
                                  "cuMemAddressFree"});
+    const DriverSnapshot& before = session.before;
     const auto mapped_before = vmm_mapped_live_count();
     {
         const CUdeviceptr small = alloc(1000);  // rounded up to one 2 MiB granule
@@ -133,9 +142,8 @@ TEST_CASE("sleep-alloc: allocations are VMM mappings rounded to the granularity,
 }
 
 TEST_CASE("sleep-alloc: bad arguments are refused before the driver, saying why", "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before({"cuMemCreate", "cuMemAddressReserve"});
+    const Session session({"cuMemCreate", "cuMemAddressReserve"});
+    const DriverSnapshot& before = session.before;
     CHECK(cudyn_torch_alloc(0, 0, nullptr) == nullptr);
     CHECK(std::string(cudyn_torch_last_error()).find("cudyn_torch_alloc: size 0 is not positive") != std::string::npos);
     CHECK(cudyn_torch_alloc(-5, 0, nullptr) == nullptr);
@@ -172,9 +180,8 @@ TEST_CASE("sleep-alloc: bad arguments are refused before the driver, saying why"
 
 TEST_CASE("sleep-alloc: sleep releases the memory and keeps the addresses; wake_up brings offloaded bytes back",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before;
+    const Session session;
+    const DriverSnapshot& before = session.before;
     tag("weights");
     const CUdeviceptr w1 = alloc(4 * kMiB);
     const CUdeviceptr w2 = alloc(2 * kMiB);
@@ -243,9 +250,8 @@ TEST_CASE("sleep-alloc: sleep releases the memory and keeps the addresses; wake_
 
 TEST_CASE("sleep-alloc: an allocation freed while asleep gives back its addresses and its host copy",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before;
+    const Session session;
+    const DriverSnapshot& before = session.before;
     tag("weights");
     const CUdeviceptr w = alloc(2 * kMiB);
     const CUdeviceptr kept = alloc(2 * kMiB);
@@ -265,9 +271,8 @@ TEST_CASE("sleep-alloc: an allocation freed while asleep gives back its addresse
 TEST_CASE("sleep-alloc: a cuMemCreate failing half-way through wake_up leaves each allocation awake or asleep, "
           "and a retry wakes the rest",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before;
+    const Session session;
+    const DriverSnapshot& before = session.before;
     tag("weights");
     std::vector<CUdeviceptr> weights;
     for (std::uint32_t i = 0; i < 4; ++i) weights.push_back(alloc(2 * kMiB));
@@ -311,9 +316,8 @@ TEST_CASE("sleep-alloc: a cuMemCreate failing half-way through wake_up leaves ea
 
 TEST_CASE("sleep-alloc: a free the driver refuses keeps the allocation, and a retry frees it",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before;
+    const Session session;
+    const DriverSnapshot& before = session.before;
     const CUdeviceptr a = alloc(2 * kMiB);
     for (const char* spec : {"cuMemUnmap", "cuMemAddressFree"}) {
         INFO(spec);
@@ -329,9 +333,8 @@ TEST_CASE("sleep-alloc: a free the driver refuses keeps the allocation, and a re
 }
 
 TEST_CASE("sleep-alloc: a failed copy to host during sleep releases nothing", "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before;
+    const Session session;
+    const DriverSnapshot& before = session.before;
     tag("weights");
     const CUdeviceptr a = alloc(2 * kMiB);
     const CUdeviceptr b = alloc(2 * kMiB);
@@ -357,9 +360,8 @@ TEST_CASE("sleep-alloc: a failed copy to host during sleep releases nothing", "[
 
 TEST_CASE("sleep-alloc: sleep waits for work still queued on the memory, so the copy holds it",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before;
+    const Session session;
+    const DriverSnapshot& before = session.before;
     tag("weights");
     const CUdeviceptr w = alloc(2 * kMiB);
     fill32(w, 2 * kMiB, 1u);
@@ -377,9 +379,8 @@ TEST_CASE("sleep-alloc: sleep waits for work still queued on the memory, so the 
 
 TEST_CASE("sleep-alloc: the cache keeps freed allocations up to its limit; sleep and trim give them back",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before({"cuMemCreate"});
+    const Session session({"cuMemCreate"});
+    const DriverSnapshot& before = session.before;
     REQUIRE(cudyn_torch_set_cache_limit(5 * kMiB) == 0);
     const CUdeviceptr a = alloc(2 * kMiB);
     const CUdeviceptr b = alloc(2 * kMiB);
@@ -411,9 +412,8 @@ TEST_CASE("sleep-alloc: the cache keeps freed allocations up to its limit; sleep
 
 TEST_CASE("sleep-alloc: peers asked for get access to every allocation, again after a wake",
           "[emulated][sleep-alloc]") {
-    auto context = activate(0);
-    const CleanAllocator clean;
-    const DriverSnapshot before;
+    const Session session;
+    const DriverSnapshot& before = session.before;
     const int peers[] = {1};
     REQUIRE(cudyn_torch_set_peers(0, peers, 1) == 0);
     const CUdeviceptr p = alloc(2 * kMiB);
