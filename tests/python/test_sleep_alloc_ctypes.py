@@ -9,9 +9,11 @@ Run by Meson (suite fake-emulated) with CUDYN_DRIVER_PATH at the fake and
 CUDYN_TORCH_LIBRARY at the library; argv[1] is the python/ folder.
 """
 
+import contextlib
 import ctypes
 import os
 import sys
+import types
 import unittest
 
 sys.path.insert(0, sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "python"))
@@ -100,11 +102,111 @@ class SleepAllocCtypes(unittest.TestCase):
         self.assertFalse(hasattr(lib, "_ZN5cudyn6ledger8snapshotEv"))
 
     def test_cudyn_torch_imports_without_torch(self):
+        sys.modules.pop("cudyn.torch", None)  # imported afresh, whatever ran before
         import cudyn.torch as ct  # noqa: PLC0415
 
         self.assertNotIn("torch", sys.modules)
         self.assertTrue(callable(ct.use_tag))
         self.assertEqual(ct.pool_bytes(), 0)
+
+
+def _stand_in_torch(calls):
+    """The few torch.cuda names cudyn.torch uses, recording their calls: the
+    pool's allocations go through the library as PyTorch's would."""
+    torch = types.ModuleType("torch")
+    cuda = types.ModuleType("torch.cuda")
+    memory = types.ModuleType("torch.cuda.memory")
+
+    class CUDAPluggableAllocator:
+        def __init__(self, path, alloc_name, free_name):
+            calls.append(("allocator", path, alloc_name, free_name))
+            self._allocator = object()
+
+        def allocator(self):
+            return self._allocator
+
+    class MemPool:
+        def __init__(self, allocator):
+            calls.append(("pool", allocator))
+
+    @contextlib.contextmanager
+    def use_mem_pool(pool, device=None):
+        calls.append(("use", pool, device))
+        yield
+
+    @contextlib.contextmanager
+    def device_scope(index):
+        yield
+
+    class Device:
+        def __init__(self, kind, index=None):
+            self.index = index if index is not None else int(str(kind).split(":")[1])
+
+    memory.CUDAPluggableAllocator = CUDAPluggableAllocator
+    cuda.memory = memory
+    cuda.MemPool = MemPool
+    cuda.use_mem_pool = use_mem_pool
+    cuda.device = device_scope
+    cuda.current_device = lambda: 0
+    torch.cuda = cuda
+    torch.device = Device
+    return {"torch": torch, "torch.cuda": cuda, "torch.cuda.memory": memory}
+
+
+class CudynTorchStructure(unittest.TestCase):
+    """cudyn.torch's own logic (pools per tag and device, the tag inside
+    use_tag and back after it) with a stand-in for the torch names it uses."""
+
+    def setUp(self):
+        sa.reset()
+        self.calls = []
+        self.modules = _stand_in_torch(self.calls)
+        self.saved = {name: sys.modules.get(name) for name in self.modules}
+        sys.modules.update(self.modules)
+        import cudyn.torch as ct  # noqa: PLC0415
+
+        self.ct = ct
+        ct._allocator = None
+        ct._pools.clear()
+
+    def tearDown(self):
+        self.ct._allocator = None
+        self.ct._pools.clear()
+        for name, module in self.saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        sa.reset()
+
+    def test_use_tag_allocates_under_the_tag_and_puts_the_previous_one_back(self):
+        ct = self.ct
+        with ct.use_tag("weights") as pool:
+            self.assertEqual(sa.get_tag(), "weights")
+            address = sa.alloc(MIB)  # what PyTorch's pool asks for inside
+            with ct.use_tag("kv_cache", device=1) as inner:
+                self.assertEqual(sa.get_tag(), "kv_cache")
+                self.assertIsNot(inner, pool)
+            self.assertEqual(sa.get_tag(), "weights")
+        self.assertEqual(sa.get_tag(), "default")
+        with ct.use_tag("weights") as again:
+            self.assertIs(again, pool)  # one pool per (tag, device)
+        allocators = [call for call in self.calls if call[0] == "allocator"]
+        self.assertEqual(len(allocators), 1)
+        self.assertEqual(allocators[0][1:], (sa.library_path(), "cudyn_torch_alloc", "cudyn_torch_free"))
+        self.assertEqual([call[2] for call in self.calls if call[0] == "use"], [0, 1, 0])
+        self.assertEqual(ct.pool_bytes("weights"), 2 * MIB)
+        self.assertEqual(ct.pool_bytes(["kv_cache"]), 0)
+        report = ct.sleep(offload_tags=("weights",))
+        self.assertEqual(report["offloaded_bytes"], 2 * MIB)
+        self.assertEqual(ct.wake_up(tags="weights")["allocations"], 1)
+        sa.free(address)
+
+    def test_the_tag_comes_back_when_the_block_raises(self):
+        with self.assertRaises(KeyError):
+            with self.ct.use_tag("weights"):
+                raise KeyError("inside")
+        self.assertEqual(sa.get_tag(), "default")
 
 
 if __name__ == "__main__":
