@@ -4,6 +4,7 @@
 
 #include "cudyn/sleep_alloc/sleeping_allocator.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>

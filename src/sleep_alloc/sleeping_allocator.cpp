@@ -17,9 +17,13 @@
 #include "core/internal.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace cudyn {
 
@@ -30,6 +34,7 @@ constexpr detail::Operation kFree{"SleepingAllocator::free"};
 constexpr detail::Operation kSetTag{"SleepingAllocator::set_tag"};
 constexpr detail::Operation kSetPeers{"SleepingAllocator::set_peers"};
 constexpr detail::Operation kTrim{"SleepingAllocator::trim_cache"};
+constexpr detail::Operation kCacheLimit{"SleepingAllocator::set_cache_limit"};
 constexpr detail::Operation kSleep{"SleepingAllocator::sleep"};
 constexpr detail::Operation kWake{"SleepingAllocator::wake_up"};
 
@@ -299,7 +304,7 @@ Result<void> SleepingAllocator::set_peers(int device, const std::vector<int>& pe
 Result<void> SleepingAllocator::set_cache_limit(std::size_t bytes) {
     const std::lock_guard<std::mutex> lock(state_->mutex);
     state_->cache_limit = bytes;
-    if (auto trimmed = state_->trim_to(bytes); !trimmed) return kTrim.context(std::move(trimmed).error());
+    if (auto trimmed = state_->trim_to(bytes); !trimmed) return kCacheLimit.context(std::move(trimmed).error());
     return ok();
 }
 

@@ -406,6 +406,10 @@ TEST_CASE("sleep-alloc: the cache keeps freed allocations up to its limit; sleep
     CHECK(cudyn_torch_cached_bytes() == 2 * kMiB);
     REQUIRE(cudyn_torch_trim_cache() == 0);
     CHECK(cudyn_torch_cached_bytes() == 0);
+    release(alloc(2 * kMiB), 2 * kMiB);
+    CHECK(cudyn_torch_cached_bytes() == 2 * kMiB);
+    REQUIRE(cudyn_torch_set_cache_limit(kMiB) == 0);  // a lower limit trims
+    CHECK(cudyn_torch_cached_bytes() == 0);
     REQUIRE(cudyn_torch_reset() == 0);  // the 4 MiB one, still live
     CHECK(before.live_delta() == 0);
 }
