@@ -359,6 +359,33 @@ TEST_CASE("sleep-alloc: a failed copy to host during sleep releases nothing", "[
     CHECK(before.live_delta() == 0);
 }
 
+TEST_CASE("sleep-alloc: an unmap the driver refuses stops the sleep there; sleeping again goes on",
+          "[emulated][sleep-alloc]") {
+    const Session session;
+    const DriverSnapshot& before = session.before;
+    tag("weights");
+    std::vector<CUdeviceptr> weights;
+    for (std::uint32_t i = 0; i < 3; ++i) weights.push_back(alloc(2 * kMiB));
+    for (std::uint32_t i = 0; i < 3; ++i) fill32(weights[i], 2 * kMiB, 0x200u + i);
+    {
+        const ScopedFault fault("cuMemUnmap:2");
+        require_refused(sleep_offloading({"weights"}), kOutOfMemory,
+                        "1 allocation(s) went to sleep, 2 stay awake, this one among them");
+    }
+    auto rows = stats_by_tag();
+    CHECK(rows["weights@0"].sleeping_count == 1);
+    CHECK(rows["weights@0"].offloaded_bytes == 2 * kMiB);  // only the sleeping one keeps a copy
+    CHECK(rows["weights@0"].awake_bytes == 4 * kMiB);
+    cudyn_torch_report report{};
+    REQUIRE(sleep_offloading({"weights"}, &report) == 0);
+    CHECK(report.allocations == 2);
+    REQUIRE(cudyn_torch_wake_up(nullptr, 0, &report) == 0);
+    CHECK(report.allocations == 3);
+    for (std::uint32_t i = 0; i < 3; ++i) CHECK(all_equal(weights[i], 2 * kMiB, 0x200u + i));
+    for (CUdeviceptr w : weights) release(w, 2 * kMiB);
+    CHECK(before.live_delta() == 0);
+}
+
 TEST_CASE("sleep-alloc: sleep waits for work still queued on the memory, so the copy holds it",
           "[emulated][sleep-alloc]") {
     const Session session;
