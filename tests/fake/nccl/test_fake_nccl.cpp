@@ -8,6 +8,7 @@
 #include "support/child_process.hpp"
 #include "support/fake_memory_helpers.hpp"
 #include "support/ipc_helpers.hpp"
+#include "support/nccl_rank_scenario.hpp"
 #include "support/vmm_helpers.hpp"
 
 #include "cudyn/channel/fd_channel.hpp"
@@ -223,78 +224,6 @@ TEST_CASE("a registered GrowableBuffer stays registered chunk by chunk", "[emula
 
 namespace {
 
-// One rank's part, the same in both processes; the number of failed checks.
-int rank_scenario(cudyn::NcclCommunicator& comm) {
-    int failures = 0;
-    const auto expect = [&failures, &comm](bool condition, const char* what) {
-        if (!condition) {
-            std::fprintf(stderr, "rank %d: %s\n", comm.rank(), what);
-            ++failures;
-        }
-    };
-    const auto good = [&expect](const auto& result, const char* what) {
-        if (!result) std::fprintf(stderr, "%s: %s\n", what, result.error().describe().c_str());
-        expect(result.has_value(), what);
-        return result.has_value();
-    };
-    const int rank = comm.rank();
-    // A registered DeviceBuffer: all-reduce in place.
-    {
-        auto buffer = cudyn::DeviceBuffer<float>::allocate(1024);
-        if (!good(buffer, "allocate")) return failures + 1;
-        const std::vector<float> mine(1024, static_cast<float>(rank + 1));
-        good(buffer->copy_from(cudyn::HostSpan<const float>(mine)), "fill");
-        auto registered = cudyn::NcclRegisteredMemory<cudyn::DeviceBuffer<float>>::create(comm, std::move(*buffer));
-        if (!good(registered, "register")) return failures + 1;
-        const cudyn::DeviceSpan<float> span = registered->memory().device_span();
-        good(comm.all_reduce<float>(span, span, cudyn::NcclReduction::Sum), "all_reduce");
-        std::vector<float> sums(1024);
-        good(span.copy_to(cudyn::HostSpan<float>(sums)), "read");
-        expect(sums.front() == 3.0f && sums.back() == 3.0f, "the all-reduce summed both ranks");
-    }
-    // A registered GrowableBuffer that grows between collectives.
-    auto buffer = cudyn::create_nccl_growable_buffer(rank, std::size_t{16} << 20);
-    if (!good(buffer, "growable")) return failures + 1;
-    const std::size_t chunk = buffer->chunk_size_bytes();
-    good(buffer->grow_to(chunk), "grow to one chunk");
-    auto registered = cudyn::NcclRegisteredGrowableBuffer::create(comm, std::move(*buffer));
-    if (!good(registered, "register the growable buffer")) return failures + 1;
-    const auto fill_and_reduce = [&](std::size_t bytes, std::int32_t value) {
-        good(registered->grow_to(bytes), "grow");
-        auto words = registered->buffer().device_span_as<std::int32_t>();
-        if (!good(words, "span")) return std::vector<std::int32_t>();
-        good(words->fill(value), "fill words");
-        good(comm.all_reduce<std::int32_t>(*words, *words, cudyn::NcclReduction::Sum), "all_reduce words");
-        std::vector<std::int32_t> values(words->size());
-        good(words->copy_to(cudyn::HostSpan<std::int32_t>(values)), "read words");
-        return values;
-    };
-    const auto one = fill_and_reduce(chunk, rank + 10);
-    expect(one.size() == chunk / 4 && one.back() == 21, "one chunk summed");
-    const auto two = fill_and_reduce(2 * chunk, rank + 100);
-    expect(two.size() == chunk / 2 && two.front() == 201 && two.back() == 201, "two chunks summed after growing");
-    expect(registered->registered_chunks() == 2, "both chunks registered");
-    // Weights broadcast: the trainer (rank 0) grows to three chunks and
-    // writes; the receiver grows in step and finds them in place.
-    good(registered->grow_to(3 * chunk), "grow to three chunks");
-    auto weights = registered->buffer().device_span_as<std::uint32_t>();
-    if (!good(weights, "weights")) return failures + 1;
-    if (rank == 0) {
-        std::vector<std::uint32_t> values(weights->size());
-        for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::uint32_t>(i * 7 + 1);
-        good(weights->copy_from(cudyn::HostSpan<const std::uint32_t>(values)), "write weights");
-    }
-    good(comm.broadcast(*weights, 0), "broadcast");
-    std::vector<std::uint32_t> received(weights->size());
-    good(weights->copy_to(cudyn::HostSpan<std::uint32_t>(received)), "read weights");
-    bool all = true;
-    for (std::size_t i = 0; i < received.size(); ++i) all = all && received[i] == static_cast<std::uint32_t>(i * 7 + 1);
-    expect(all, "every broadcast weight in place, in all three chunks");
-    good(registered->shrink_to(chunk), "shrink");
-    expect(registered->registered_chunks() == 1, "one chunk left registered");
-    return failures;
-}
-
 int peer_rank_role(int, char**) {
     auto channel = cudyn_test::ipc::child_channel();
     if (!channel) return 10;
@@ -309,7 +238,7 @@ int peer_rank_role(int, char**) {
             std::fprintf(stderr, "peer: %s\n", comm.error().describe().c_str());
             return 13;
         }
-        failures = rank_scenario(*comm);
+        failures = cudyn_test::nccl_rank_scenario(*comm);
     }
     if (stale_deregistrations() != 0 || live_registrations() != 0 || dropped_registrations() != 0) ++failures;
     return failures == 0 ? 0 : 1;
@@ -325,7 +254,7 @@ TEST_CASE("two ranks meet over an FdChannel and reduce and broadcast registered 
     {
         auto comm = take(cudyn::nccl_communicator_as_root({&peer.channel}));
         CHECK(comm.rank_count() == 2);
-        CHECK(rank_scenario(comm) == 0);
+        CHECK(cudyn_test::nccl_rank_scenario(comm) == 0);
     }
     CHECK(peer.child.wait(std::chrono::seconds(60)) == 0);
     CHECK(live_registrations() == 0);
