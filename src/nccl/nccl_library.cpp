@@ -26,8 +26,10 @@ struct NcclLoader {
 
 #if !defined(_WIN32)
 // The Python package folders the wheel may be under, in the order Python
-// itself would look: $PYTHONPATH, the active virtual environment, the user's
-// and the system's site folders.
+// itself would look: $PYTHONPATH, the active virtual environment, the site
+// folders of each Python installation on $PATH (<prefix>/bin ->
+// <prefix>/lib/python3.*/site-packages: virtual environments, pyenv, conda),
+// the user's and the system's site folders. cudyn never runs Python to ask.
 std::vector<std::string> python_package_folders() {
     std::vector<std::string> folders;
     if (const char* path = loader::secure_environment("PYTHONPATH"); path != nullptr) {
@@ -43,6 +45,18 @@ std::vector<std::string> python_package_folders() {
     std::vector<std::string> patterns;
     if (const char* venv = loader::secure_environment("VIRTUAL_ENV"); venv != nullptr && venv[0] == '/')
         patterns.push_back(std::string(venv) + "/lib/python3*/site-packages");
+    if (const char* path = loader::secure_environment("PATH"); path != nullptr) {
+        const std::string list = path;
+        std::size_t at = 0;
+        while (at <= list.size()) {
+            std::size_t end = list.find(':', at);
+            if (end == std::string::npos) end = list.size();
+            const std::string folder = list.substr(at, end - at);
+            if (folder.size() > 4 && folder[0] == '/' && folder.compare(folder.size() - 4, 4, "/bin") == 0)
+                patterns.push_back(folder.substr(0, folder.size() - 4) + "/lib/python3*/site-packages");
+            at = end + 1;
+        }
+    }
     if (const char* home = loader::secure_environment("HOME"); home != nullptr && home[0] == '/')
         patterns.push_back(std::string(home) + "/.local/lib/python3*/site-packages");
     patterns.push_back("/usr/local/lib/python3*/dist-packages");

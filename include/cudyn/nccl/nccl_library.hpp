@@ -26,7 +26,9 @@ struct NcclReport {
     // Every path tried, in order: the override alone when it is set; else
     // "libnccl.so.2" (the system's search, which also finds one a Python
     // program has loaded already), then nvidia/nccl/lib/libnccl.so.2 under
-    // each Python package folder (the nvidia-nccl wheel's place).
+    // each Python package folder (the nvidia-nccl wheel's place): those of
+    // $PYTHONPATH, $VIRTUAL_ENV, each <prefix>/bin on $PATH, ~/.local and
+    // the system's.
     std::vector<std::string> tried;
     std::string library_path;  // the real path of what was opened, empty if nothing was
     std::string message;       // why, in words, when state != Loaded
