@@ -36,12 +36,13 @@ Result<const detail::NcclCommState*> live(const std::shared_ptr<detail::NcclComm
     return state.get();
 }
 
-// The no-stream form's wait: NCCL's work was enqueued on the legacy default stream.
+// The no-stream form's wait: NCCL's work was enqueued on the default stream
+// (0, NCCL's "default stream", which its runtime treats as the legacy one).
 Result<void> wait_for_legacy_stream() {
     return call_driver(&DriverTable::cuStreamSynchronize_v2000, CU_STREAM_LEGACY);
 }
 
-CUstream stream_or_legacy(CUstream stream, bool wait) noexcept { return wait ? CU_STREAM_LEGACY : stream; }
+CUstream stream_or_legacy(CUstream stream, bool wait) noexcept { return wait ? nullptr : stream; }
 
 }  // namespace
 
