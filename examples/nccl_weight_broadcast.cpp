@@ -18,6 +18,7 @@
 
 #include "cudyn/channel/fd_channel.hpp"
 #include "cudyn/nccl/nccl_channel.hpp"
+#include "cudyn/nccl/nccl_library.hpp"
 #include "cudyn/nccl/nccl_memory.hpp"
 #include "cudyn/nccl/registered_growable_buffer.hpp"
 
@@ -46,6 +47,7 @@ int run(cudyn::FdChannel& channel, int rank, int device, int steps) {
     if (!context) return fail("activate", context.error());
     auto comm = rank == 0 ? cudyn::nccl_communicator_as_root({&channel}) : cudyn::nccl_communicator_from_root(channel);
     if (!comm) return unsupported_or_fail("NCCL communicator", comm.error());
+    if (rank == 0) std::printf("NCCL %d from %s\n", cudyn::nccl_report().version, cudyn::nccl_report().library_path.c_str());
     auto buffer = cudyn::create_nccl_growable_buffer(device, kCapacity);
     if (!buffer) return unsupported_or_fail("NCCL-ready GrowableBuffer", buffer.error());
     const std::size_t chunk = buffer->chunk_size_bytes();
