@@ -9,6 +9,7 @@
 #include "support/fake_memory_helpers.hpp"
 #include "support/ipc_helpers.hpp"
 #include "support/nccl_rank_scenario.hpp"
+#include "support/scoped_knob.hpp"
 #include "support/vmm_helpers.hpp"
 
 #include "cudyn/channel/fd_channel.hpp"
@@ -48,16 +49,7 @@ long live_registrations() { return probe("fakenccl_live_registrations"); }
 long stale_deregistrations() { return probe("fakenccl_stale_deregistrations"); }
 long dropped_registrations() { return probe("fakenccl_dropped_registrations"); }
 
-class ScopedKnob {
-public:
-    ScopedKnob(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-    ~ScopedKnob() { ::unsetenv(name_); }
-    ScopedKnob(const ScopedKnob&) = delete;
-    ScopedKnob& operator=(const ScopedKnob&) = delete;
-
-private:
-    const char* name_;
-};
+using cudyn_test::ScopedKnob;
 
 // A communicator of one rank: enough for everything but the exchange.
 cudyn::NcclCommunicator solo() {
