@@ -21,6 +21,8 @@
 // Knobs, read at each call:
 //   FAKENCCL_FAIL        "ncclCommRegister,ncclAllReduce,...": those entries answer ncclInternalError
 //   FAKENCCL_TIMEOUT_MS  how long a rank waits at a barrier for the others (default 20000): ncclRemoteError
+//   FAKENCCL_REQUIRE_REGISTERED=1  a collective whose buffers are not wholly covered by this
+//                        communicator's registrations (adjacent ones together) answers ncclInvalidUsage
 // The `old` variant is NCCL 2.19.3: no ncclCommWindowRegister / ncclCommWindowDeregister.
 // Not modelled: streams, groups (ncclGroupStart/End only count), half and
 // bfloat16 elements, window symmetry between ranks, ncclMemAlloc's VMM
@@ -208,8 +210,33 @@ void reduce(void* out, const unsigned char* slots, int ranks, std::size_t count,
     }
 }
 
+// [address, address + bytes) wholly inside registrations of `comm`, adjacent ones together.
+bool covered(const CommOpaque* comm, const void* buffer, std::size_t bytes) {
+    std::uintptr_t at = reinterpret_cast<std::uintptr_t>(buffer);
+    const std::uintptr_t end = at + bytes;
+    std::lock_guard<std::mutex> lock(mutex);
+    while (at < end) {
+        bool advanced = false;
+        for (const auto& entry : comm->registrations) {
+            const Registration& registration = entry.second;
+            if (registration.address <= at && at < registration.address + registration.bytes) {
+                at = registration.address + registration.bytes;
+                advanced = true;
+            }
+        }
+        if (!advanced) return false;
+    }
+    return true;
+}
+
+bool registration_required() {
+    const char* value = std::getenv("FAKENCCL_REQUIRE_REGISTERED");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
 // The checks every collective makes; ncclSuccess when it may run.
-int check_collective(CommOpaque* comm, const char* entry, std::size_t count, int type, std::size_t* bytes) {
+int check_collective(CommOpaque* comm, const char* entry, const void* send, void* receive, std::size_t count,
+                     int type, std::size_t* bytes) {
     if (comm == nullptr || comm->header == nullptr) return kInvalidArgument;
     if (comm->finalized) return fail(comm, kInvalidUsage, std::string(entry) + " after ncclCommFinalize");
     if (failing(entry)) return fail(comm, kInternalError, std::string("FAKENCCL_FAIL names ") + entry);
@@ -217,6 +244,8 @@ int check_collective(CommOpaque* comm, const char* entry, std::size_t count, int
     if (size == 0) return fail(comm, kInvalidArgument, "the fake NCCL models no data type " + std::to_string(type));
     if (count > kSlotBytes / size) return fail(comm, kInvalidArgument, "more than the fake's 16 MiB per rank");
     *bytes = count * size;
+    if (registration_required() && !(covered(comm, send, *bytes) && covered(comm, receive, *bytes)))
+        return fail(comm, kInvalidUsage, std::string(entry) + " on memory not wholly registered");
     return kSuccess;
 }
 
@@ -372,7 +401,7 @@ FAKENCCL_API int ncclCommWindowDeregister(Comm comm, Window window) {
 FAKENCCL_API int ncclAllReduce(const void* send, void* receive, std::size_t count, int type, int op, Comm comm,
                                CUstream_st*) {
     std::size_t bytes = 0;
-    if (const int checked = check_collective(comm, "ncclAllReduce", count, type, &bytes); checked != kSuccess)
+    if (const int checked = check_collective(comm, "ncclAllReduce", send, receive, count, type, &bytes); checked != kSuccess)
         return checked;
     if (op < kSum || op > kAvg) return fail(comm, kInvalidArgument, "unknown reduction");
     std::memcpy(comm->slots + static_cast<std::size_t>(comm->rank) * kSlotBytes, send, bytes);
@@ -385,7 +414,7 @@ FAKENCCL_API int ncclAllReduce(const void* send, void* receive, std::size_t coun
 FAKENCCL_API int ncclBroadcast(const void* send, void* receive, std::size_t count, int type, int root, Comm comm,
                                CUstream_st*) {
     std::size_t bytes = 0;
-    if (const int checked = check_collective(comm, "ncclBroadcast", count, type, &bytes); checked != kSuccess)
+    if (const int checked = check_collective(comm, "ncclBroadcast", comm != nullptr && comm->rank == root ? send : receive, receive, count, type, &bytes); checked != kSuccess)
         return checked;
     if (root < 0 || root >= comm->rank_count) return fail(comm, kInvalidArgument, "root out of range");
     unsigned char* slot = comm->slots + static_cast<std::size_t>(root) * kSlotBytes;

@@ -165,7 +165,15 @@ TEST_CASE("a registered GrowableBuffer stays registered chunk by chunk", "[emula
     CHECK(live_registrations() == 3);
     auto words = take(registered.buffer().device_span_as<std::int32_t>());
     require_ok(words.fill(5));
-    require_ok(comm.all_reduce<std::int32_t>(words, words, cudyn::NcclReduction::Sum));
+    {
+        // The fake refuses collectives on memory not wholly registered: the grown buffer passes,
+        // an unregistered buffer does not.
+        ScopedKnob strict("FAKENCCL_REQUIRE_REGISTERED", "1");
+        require_ok(comm.all_reduce<std::int32_t>(words, words, cudyn::NcclReduction::Sum));
+        auto loose = take(cudyn::DeviceBuffer<std::int32_t>::allocate(16));
+        require_error(comm.all_reduce<std::int32_t>(loose.device_span(), loose.device_span(), cudyn::NcclReduction::Sum),
+                      ErrorCode::Driver, "not wholly registered");
+    }
     CHECK(read_back(words).back() == 5);
 
     SECTION("a refused registration while growing leaves the previous size, registered") {
@@ -180,6 +188,10 @@ TEST_CASE("a registered GrowableBuffer stays registered chunk by chunk", "[emula
         CHECK(registered.buffer().size_bytes() == 2 * chunk);
         CHECK(registered.registered_chunks() == 2);
         CHECK(live_registrations() == 2);
+        ScopedKnob strict("FAKENCCL_REQUIRE_REGISTERED", "1");
+        require_ok(comm.broadcast(take(registered.buffer().device_span_as<std::int32_t>()), 0));
+        require_ok(registered.grow_to(4 * chunk));  // grown again: still wholly registered
+        require_ok(comm.broadcast(take(registered.buffer().device_span_as<std::int32_t>()), 0));
     }
     SECTION("a refused deregistration stops the shrink with nothing unmapped") {
         ScopedKnob failing("FAKENCCL_FAIL", "ncclCommDeregister");
