@@ -6,6 +6,7 @@
 #include "nccl/nccl_api.hpp"
 
 #include <string>
+#include <vector>
 
 namespace cudyn::nccl {
 
@@ -36,6 +37,11 @@ struct Table {
     CUDYN_NCCL_ENTRIES(CUDYN_NCCL_SLOT)
 #undef CUDYN_NCCL_SLOT
 };
+
+// Where the nvidia-nccl wheel's library may be, in the order tried after the
+// system's search: nvidia/nccl/lib/libnccl.so.2 under each Python package
+// folder (nccl_library.hpp says which). Read from the environment now.
+std::vector<std::string> wheel_candidates();
 
 // The table when NCCL is loaded, else NCCL's load error naming `operation`.
 Result<const Table*> usable_table(const char* operation);

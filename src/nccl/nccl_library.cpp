@@ -97,8 +97,7 @@ loader::DynamicLibrary open_nccl(NcclReport& report) {
     loader::DynamicLibrary library = loader::DynamicLibrary::open(kDefaultNccl, error);
     if (library.is_open()) return library;
     const std::string first_error = error;
-    for (const std::string& folder : python_package_folders()) {
-        const std::string candidate = folder + "/" + kWheelPath;
+    for (const std::string& candidate : nccl::wheel_candidates()) {
         report.tried.push_back(candidate);
         library = loader::DynamicLibrary::open(candidate, error);
         if (library.is_open()) return library;
@@ -176,6 +175,14 @@ Result<void> nccl_status() {
 }
 
 namespace nccl {
+
+std::vector<std::string> wheel_candidates() {
+    std::vector<std::string> candidates;
+#if !defined(_WIN32)
+    for (const std::string& folder : python_package_folders()) candidates.push_back(folder + "/" + kWheelPath);
+#endif
+    return candidates;
+}
 
 Result<const Table*> usable_table(const char* operation) {
     if (auto status = nccl_status(); !status) {

@@ -22,8 +22,13 @@
 #include "cudyn/nccl/registered_growable_buffer.hpp"
 #include "cudyn/nccl/registered_memory.hpp"
 
-#include <dlfcn.h>
+#include "nccl/internal.hpp"  // wheel_candidates
 
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -289,4 +294,46 @@ TEST_CASE("no NCCL: every call answers NCCL's absence, the rest of cudyn works",
     require_error(cudyn::nccl_status(), ErrorCode::DriverNotFound, "NCCL is not usable");
     auto buffer = take(cudyn::create_nccl_growable_buffer(0, std::size_t{8} << 20, 1));
     CHECK(buffer.chunk_count() == 1);
+}
+
+TEST_CASE("without CUDYN_NCCL_PATH, the nvidia-nccl wheel is looked for under Python package folders",
+          "[emulated][nccl-wheel]") {
+    // Package folders laid out as the wheel installs: <site>/nvidia/nccl/lib/libnccl.so.2,
+    // named by PYTHONPATH, by a virtual environment, and by a Python prefix's bin on PATH.
+    const char* fake = std::getenv("CUDYN_TEST_FAKE_NCCL");
+    REQUIRE(fake != nullptr);
+    REQUIRE(std::getenv("CUDYN_NCCL_PATH") == nullptr);
+    char root[] = "/tmp/cudyn-nccl-site-XXXXXX";
+    REQUIRE(::mkdtemp(root) != nullptr);
+    const std::string base = root;
+    const std::string wheel = "/nvidia/nccl/lib/libnccl.so.2";
+    const std::string site = base + "/site", venv = base + "/venv/lib/python3.11/site-packages",
+                      prefix = base + "/prefix/lib/python3.12/site-packages";
+    for (const std::string& folder : {site, venv, prefix})
+        REQUIRE(std::system(("mkdir -p " + folder + "/nvidia/nccl/lib").c_str()) == 0);
+    REQUIRE(::symlink(fake, (site + wheel).c_str()) == 0);
+    REQUIRE(std::system(("mkdir -p " + base + "/prefix/bin").c_str()) == 0);
+    ScopedKnob python_path("PYTHONPATH", ("/nonexistent/cudyn-test:relative/folder:" + site).c_str());
+    ScopedKnob virtual_env("VIRTUAL_ENV", (base + "/venv").c_str());
+    const std::string path = std::string(std::getenv("PATH")) + ":" + base + "/prefix/bin";
+    ScopedKnob search_path("PATH", path.c_str());
+    const std::vector<std::string> candidates = cudyn::nccl::wheel_candidates();
+    REQUIRE(candidates.size() >= 4);
+    CHECK(candidates[0] == "/nonexistent/cudyn-test" + wheel);  // PYTHONPATH first, relative entries ignored
+    CHECK(candidates[1] == site + wheel);
+    CHECK(candidates[2] == venv + wheel);                        // then the virtual environment
+    CHECK(std::find(candidates.begin(), candidates.end(), prefix + wheel) != candidates.end());
+    // The report tries the system's search first, then these, and opens the first that loads:
+    // the wheel here, unless this machine has a system NCCL (then that one, and nothing after it).
+    const cudyn::NcclReport& report = cudyn::nccl_report();
+    INFO(report.message);
+    CHECK(report.state == cudyn::NcclState::Loaded);
+    REQUIRE_FALSE(report.tried.empty());
+    CHECK(report.tried[0] == "libnccl.so.2");
+    if (report.tried.size() > 1) {
+        CHECK(report.tried.size() == 3);
+        CHECK(report.tried[2] == site + wheel);
+        CHECK(report.library_path.find("tests/fakenccl/current/libnccl.so.2") != std::string::npos);
+    }
+    CHECK(std::system(("rm -rf " + base).c_str()) == 0);
 }
