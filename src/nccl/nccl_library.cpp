@@ -15,9 +15,11 @@ namespace cudyn {
 
 namespace {
 
+#if !defined(_WIN32)
 constexpr const char* kDefaultNccl = "libnccl.so.2";
 // Where the nvidia-nccl wheel puts the library, under a Python package folder.
 constexpr const char* kWheelPath = "nvidia/nccl/lib/libnccl.so.2";
+#endif
 
 struct NcclLoader {
     NcclReport report;
