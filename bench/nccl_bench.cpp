@@ -21,6 +21,8 @@
 #include "cudyn/nccl/registered_memory.hpp"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,6 +229,7 @@ int main(int argc, char** argv) {
     const pid_t child = ::fork();
     if (child < 0) return 1;
     if (child == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a rank left alone would wait in NCCL for ever
         const int status = run(ends->second, 1, max_bytes, growth_steps, nullptr);
         std::fflush(nullptr);
         std::_Exit(status);

@@ -22,6 +22,8 @@
 #include "cudyn/nccl/nccl_memory.hpp"
 #include "cudyn/nccl/registered_growable_buffer.hpp"
 
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (child == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a rank left alone would wait in NCCL for ever
         const int status = run(ends->second, 1, receiver_device, steps);
         std::fflush(nullptr);  // _Exit flushes nothing
         std::_Exit(status);
