@@ -1,7 +1,7 @@
 // mpi_ranks — the ranks of an MPI job agree on what their nodes support, and
 // share GPU memory with the ranks on their own host.
 //
-//   mpirun -np 4 ./build/examples/mpi_ranks [--spread]
+//   mpirun -np 4 ./build/examples/mpi_ranks [--spread] [--nccl]
 //   srun -n 8 --mpi=pmix ./build/examples/mpi_ranks
 //
 // Every rank reports its driver and devices (cudyn::mpi::survey_ranks), the
@@ -17,7 +17,13 @@
 // One line per rank (with its GPU's UUID), printed by rank 0 in rank order. Exit status 1 on a
 // mismatch or an error (an open that failed included), 0 otherwise, also on
 // a rank without a driver or legacy IPC (it says so and shares nothing).
+// --nccl: the ranks then make an NCCL communicator (the unique id over MPI,
+// cudyn::mpi::nccl_communicator) and all-reduce a registered buffer, every
+// value checked (NCCL wants one GPU per rank: use it with --spread on GPUs).
 #include "example_support.hpp"
+
+#include "cudyn/nccl/registered_memory.hpp"
+#include <cudyn/mpi/nccl_communicator.hpp>
 
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/share/ipc_memory.hpp"
@@ -142,12 +148,46 @@ std::string check_peer(const cudyn::mpi::PeerDescriptor<cudyn::IpcMemoryDescript
 
 }  // namespace
 
+// Every rank (collective): an NCCL communicator over MPI_COMM_WORLD and an
+// all-reduce of a registered buffer holding rank + 1 in every word. Skipped
+// on every rank when any rank has no context (`ready`).
+std::string nccl_all_reduce(int rank, int size, bool ready) {
+    int everyone = ready ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (everyone == 0) return "NCCL skipped (a rank has no device)";
+    auto comm = cudyn::mpi::nccl_communicator(MPI_COMM_WORLD);
+    if (!comm) {
+        const bool absent = comm.error().code == cudyn::ErrorCode::DriverNotFound;
+        return std::string(absent ? "no NCCL: " : "NCCL FAILED: ") + comm.error().describe();
+    }
+    auto buffer = cudyn::DeviceBuffer<std::uint32_t>::allocate(kWords);
+    if (!buffer) return "NCCL FAILED: " + buffer.error().describe();
+    if (auto filled = buffer->fill(static_cast<std::uint32_t>(rank + 1)); !filled)
+        return "NCCL FAILED: " + filled.error().describe();
+    auto registered = cudyn::NcclRegisteredMemory<cudyn::DeviceBuffer<std::uint32_t>>::create(*comm, std::move(*buffer));
+    if (!registered) return "NCCL FAILED: " + registered.error().describe();
+    const cudyn::DeviceSpan<std::uint32_t> words = registered->memory().device_span();
+    if (auto reduced = comm->all_reduce<std::uint32_t>(words, words, cudyn::NcclReduction::Sum); !reduced)
+        return "NCCL FAILED: " + reduced.error().describe();
+    std::vector<std::uint32_t> sums(kWords);
+    if (auto read = words.copy_to(cudyn::HostSpan<std::uint32_t>(sums)); !read)
+        return "NCCL FAILED: " + read.error().describe();
+    const auto expected = static_cast<std::uint32_t>(size * (size + 1) / 2);
+    for (const std::uint32_t sum : sums)
+        if (sum != expected) return "NCCL all-reduce FAILED: " + std::to_string(sum) + " != " + std::to_string(expected);
+    return "NCCL all-reduce of registered memory: " + std::to_string(expected) + " in every word";
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const bool spread = argc > 1 && std::strcmp(argv[1], "--spread") == 0;
+    bool spread = false, nccl = false;
+    for (int i = 1; i < argc; ++i) {
+        spread = spread || std::strcmp(argv[i], "--spread") == 0;
+        nccl = nccl || std::strcmp(argv[i], "--nccl") == 0;
+    }
 
     // Collective; its errors are the same on every rank, so all stop here together.
     auto survey = cudyn::mpi::survey_ranks(MPI_COMM_WORLD);
@@ -219,7 +259,13 @@ int main(int argc, char** argv) {
         }
     }
     line += "; checked ranks " + join(checked) + "; on other hosts: " + join(elsewhere) +
-            "; shared nothing: " + join(without) + (failed ? " [FAILED]" : " [ok]") + "\n";
+            "; shared nothing: " + join(without);
+    if (nccl) {
+        const std::string answer = nccl_all_reduce(rank, size, exported.has_value());
+        failed = failed || answer.find("FAILED") != std::string::npos;
+        line += "; " + answer;
+    }
+    line += std::string(failed ? " [FAILED]" : " [ok]") + "\n";
 
     // Every opened handle is closed (check_peer's ImportedIpcMemory is gone) before
     // any exporter frees its buffer: CUDA leaves freeing first undefined.

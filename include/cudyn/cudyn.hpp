@@ -74,3 +74,10 @@
 #include "cudyn/nvml/gpu_fabric.hpp"
 #include "cudyn/nvml/nvlink.hpp"
 #include "cudyn/nvml/nvml_library.hpp"
+
+#include "cudyn/nccl/communicator.hpp"
+#include "cudyn/nccl/nccl_channel.hpp"
+#include "cudyn/nccl/nccl_library.hpp"
+#include "cudyn/nccl/nccl_memory.hpp"
+#include "cudyn/nccl/registered_growable_buffer.hpp"
+#include "cudyn/nccl/registered_memory.hpp"

@@ -4,6 +4,7 @@
 // for fabric queries; no NVML at all. The fake reads its knobs at each call,
 // so one process walks the scenarios of one NVML.
 #include "support/catch.hpp"
+#include "support/scoped_knob.hpp"
 
 #include "cudyn/device/device.hpp"
 #include "cudyn/nvml/gpu_fabric.hpp"
@@ -15,17 +16,7 @@
 
 namespace {
 
-// Sets a knob of the fake NVML for one scope.
-class ScopedKnob {
-public:
-    ScopedKnob(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-    ~ScopedKnob() { ::unsetenv(name_); }
-    ScopedKnob(const ScopedKnob&) = delete;
-    ScopedKnob& operator=(const ScopedKnob&) = delete;
-
-private:
-    const char* name_;
-};
+using cudyn_test::ScopedKnob;
 
 cudyn::DeviceUuid uuid_of(int ordinal) {
     auto device = cudyn::Device::get(ordinal);
