@@ -176,10 +176,13 @@ Result<void> copy_peer_bytes(DeviceExtent destination, CUcontext destination_con
             return call_driver(&DriverTable::cuMemcpyPeerAsync_v4000, destination.address, destination_context,
                                source.address, source_context, source_bytes, stream->handle());
         });
-    const ContextScope scope(destination_context);
-    CUDYN_TRY(scope.status());
-    return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyPeer_v4000, destination.address,
-                                               destination_context, source.address, source_context, source_bytes));
+    auto copied = in_context(destination_context, [&] {
+        return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyPeer_v4000, destination.address,
+                                                   destination_context, source.address, source_context,
+                                                   source_bytes));
+    });
+    if (!copied) return Operation(kName).context(std::move(copied).error());
+    return ok();
 }
 
 }  // namespace cudyn::detail

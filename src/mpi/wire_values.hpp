@@ -2,6 +2,7 @@
 // the exchange frame), on top of the library's wire_format.hpp. Not installed.
 #pragma once
 
+#include "cudyn/core/error.hpp"
 #include "core/wire_format.hpp"
 
 #include <cuda.h>
@@ -35,6 +36,15 @@ inline FixedBytes<8> magic_bytes(const char (&magic)[9]) noexcept {
 // (CUDA_ERROR_UNKNOWN, 999) reads as that.
 inline CUresult driver_result_from_wire(std::uint32_t value) noexcept {
     return value <= static_cast<std::uint32_t>(CUDA_ERROR_UNKNOWN) ? static_cast<CUresult>(value) : CUDA_ERROR_UNKNOWN;
+}
+
+// An ErrorCode from another process, when `value` is one this cudyn knows:
+// a value past the last would name no code (and one past INT_MAX no int),
+// so the reader refuses the record rather than cut it into some code.
+inline bool error_code_from_wire(std::uint32_t value, ErrorCode& code) noexcept {
+    if (value > static_cast<std::uint32_t>(ErrorCode::PermissionDenied)) return false;
+    code = static_cast<ErrorCode>(value);
+    return true;
 }
 
 }  // namespace cudyn::mpi::detail

@@ -54,10 +54,8 @@ Result<void> require_mapped(const GrowableBuffer& buffer, const detail::Operatio
 
 Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& properties, std::size_t capacity,
                                               GrowableBufferOptions options) {
-    CUDYN_TRY(properties.validate());
     if (capacity == 0) return kCreate.invalid("capacity must be non-zero");
-    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
-    CUDYN_TRY(properties.check_supported());
+    CUDYN_TRY(detail::check_properties_for(properties, kCreate));
     CUDYN_TRY_ASSIGN(const std::size_t granularity, detail::query_granularity(properties, Granularity::Minimum));
     std::size_t chunk = options.chunk_size_bytes;
     if (chunk == 0) {

@@ -184,22 +184,16 @@ Result<void> synchronize_primary_context(int ordinal) {
     CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxGetState_v7000, device.handle(), &flags, &active));
     if (active == 0) return ok();
     CUDYN_TRY_ASSIGN(const PrimaryContext context, PrimaryContext::retain(device));
-    const ContextScope scope(context.handle());
-    CUDYN_TRY(scope.status());
-    return call_driver(&DriverTable::cuCtxSynchronize_v2000);
+    return in_context(context.handle(), [] { return call_driver(&DriverTable::cuCtxSynchronize_v2000); });
 }
 
 }  // namespace
 
 Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devices) {
-    Result<void> result = ok();
-    {
-        const ContextScope scope(owner);
-        result = scope.status();
-        if (result) result = call_driver(&DriverTable::cuCtxSynchronize_v2000);
-        // No context current (and none held): no work can be running in it.
-        if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
-    }
+    Result<void> result =
+        in_context(owner.handle(), [] { return call_driver(&DriverTable::cuCtxSynchronize_v2000); });
+    // No context current (and none held): no work can be running in it.
+    if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
     for (int device = 0; device < 64; ++device) {
         if ((devices & (std::uint64_t{1} << device)) == 0) continue;
         if (!owner.empty() && owner.device() == static_cast<CUdevice>(device)) continue;
