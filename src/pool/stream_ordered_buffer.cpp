@@ -74,7 +74,7 @@ Result<void> StreamOrderedMemory::Held::release() {
     // allocation's for a default stream). One cuCtxGetCurrent when it is
     // current already; the caller's context is put back.
     return release_in_context(
-        stream_context != nullptr ? stream_context : context.handle(),
+        stream_context != nullptr ? stream_context : context,
         [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); },
         [this] { *this = Held{}; });  // the retain, if any, goes after the free
 }

@@ -926,6 +926,54 @@ std::vector<Row> context_switch_rows() {
              require_ok(cudyn::enable_peer_access(caller.context0, caller.context1));
              require_ok(cudyn::disable_peer_access(caller.context0, caller.context1));
          }},
+        {"disable_peer_access (from device 0, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             require_ok(cudyn::enable_peer_access(caller.context0, caller.context1));
+             caller.enter();
+             t.operation([&] { return cudyn::disable_peer_access(caller.context0, caller.context1); });
+             caller.check_and_leave(t);
+             require_ok(cudyn::disable_peer_access(caller.context0, caller.context1));
+         }},
+        {"Event::wait (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto stream = take(cudyn::Stream::create());
+             auto event = take(cudyn::Event::create());
+             require_ok(event.record(stream));
+             caller.enter();
+             t.operation([&] { return event.wait(stream); });
+             caller.check_and_leave(t);
+             require_ok(stream.synchronize());
+         }},
+        {"IpcEvent::record (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto stream = take(cudyn::Stream::create());
+             auto event = take(cudyn::IpcEvent::create());
+             caller.enter();
+             t.operation([&] { return event.record(stream); });
+             caller.check_and_leave(t);
+             require_ok(event.synchronize());
+         }},
+        {"Stream::destroy (device 0's, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto stream = take(cudyn::Stream::create());
+             caller.enter();
+             t.operation([&] { return stream.destroy(); });
+             caller.check_and_leave(t);
+             require_ok(stream.destroy());  // destroyed once the driver took it, put-back or not
+         }},
+        {"Event::destroy (device 0's, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto event = take(cudyn::Event::create());
+             caller.enter();
+             t.operation([&] { return event.destroy(); });
+             caller.check_and_leave(t);
+             require_ok(event.destroy());
+         }},
         {"Event::record (a device-0 stream, the caller's context device 1's)",
          [](Trial& t) {
              const CallerOnDevice1 caller;

@@ -277,7 +277,7 @@ TEST_CASE("a context switch that cannot be undone is an error: copy_peer and dev
     {
         // The caller is on device 0; the copy switches to device 1's context
         // (cuCtxSetCurrent 1), and putting device 0's back (2) fails.
-        const ScopedFault fault("cuCtxSetCurrent:2");
+        const ScopedFault fault("cuCtxSetCurrent:2:CUDA_ERROR_INVALID_CONTEXT");
         require_error(cudyn::copy_peer(on1.device_span(), context1, on0.device_span(), context0), ErrorCode::Driver,
                       "copy_peer: the caller's context could not be put back");
     }
@@ -288,7 +288,7 @@ TEST_CASE("a context switch that cannot be undone is an error: copy_peer and dev
     require_ok(on1.copy_to(cudyn::HostSpan<std::uint32_t>(out)));
     CHECK(out[4095] == 0xABCDu);
     {
-        const ScopedFault fault("cuCtxSetCurrent:2");
+        const ScopedFault fault("cuCtxSetCurrent:2:CUDA_ERROR_INVALID_CONTEXT");
         require_error(cudyn::device_memory_info(context1), ErrorCode::Driver,
                       "device_memory_info: the caller's context could not be put back");
     }
