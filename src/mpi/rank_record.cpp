@@ -170,7 +170,7 @@ Result<std::size_t> read_fingerprints(const std::uint8_t* part, std::size_t avai
             ErrorCode code = ErrorCode::Driver;
             if (!detail::error_code_from_wire(state - kFingerprintFailedBase, code))
                 return malformed("a fingerprint failed with error code " + std::to_string(state - kFingerprintFailedBase) +
-                                 ", which this cudyn does not know");
+                                 ", more than an int holds");
             print.failure = ProbeFailure{code, detail::driver_result_from_wire(result)};
         }
         for (std::size_t i = 0; i < capability_trial_count; ++i)
@@ -365,7 +365,7 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
         ErrorCode code = ErrorCode::Driver;
         if (!detail::error_code_from_wire(probe_code - 1, code))
             return malformed("the probe failed with error code " + std::to_string(probe_code - 1) +
-                             ", which this cudyn does not know");
+                             ", more than an int holds");
         record.probe_failure = ProbeFailure{code, detail::driver_result_from_wire(probe_result)};
     }
     record.host.boot_id = boot_id.value;

@@ -8,6 +8,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -38,12 +39,12 @@ inline CUresult driver_result_from_wire(std::uint32_t value) noexcept {
     return value <= static_cast<std::uint32_t>(CUDA_ERROR_UNKNOWN) ? static_cast<CUresult>(value) : CUDA_ERROR_UNKNOWN;
 }
 
-// An ErrorCode from another process, when `value` is one this cudyn knows:
-// a value past the last would name no code (and one past INT_MAX no int),
-// so the reader refuses the record rather than cut it into some code.
+// An ErrorCode from another process: a code a newer cudyn added is kept
+// (ErrorCode holds any int), but a value past INT_MAX is no int, and the
+// reader refuses the record rather than cut it into some other code.
 inline bool error_code_from_wire(std::uint32_t value, ErrorCode& code) noexcept {
-    if (value > static_cast<std::uint32_t>(ErrorCode::PermissionDenied)) return false;
-    code = static_cast<ErrorCode>(value);
+    if (value > static_cast<std::uint32_t>(INT_MAX)) return false;
+    code = static_cast<ErrorCode>(static_cast<int>(value));
     return true;
 }
 
