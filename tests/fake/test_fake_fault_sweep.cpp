@@ -878,7 +878,7 @@ struct CallerOnDevice1 {
     }
 };
 
-std::vector<Row> context_switch_rows() {
+std::vector<Row> context_switch_rows(const IpcMemoryDescriptor& peer_memory) {
     return {
         {"copy_peer (synchronous, into device 0, the caller's context device 1's)",
          [](Trial& t) {
@@ -996,6 +996,34 @@ std::vector<Row> context_switch_rows() {
              caller.check_and_leave(t);
              require_ok(buffer.free());
              require_ok(stream.synchronize());
+         }},
+        {"ImportedIpcMemory::suspend (device 0's import, the caller's context device 1's)",
+         [&peer_memory](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto memory = take(cudyn::import_ipc_memory(peer_memory));
+             caller.enter();
+             t.operation([&] { return memory.suspend(); });
+             caller.check_and_leave(t);
+             // Closed by the driver, put-back or not: recorded as suspended. Else still open; a retry suspends.
+             const bool closed = !t.injected() || t.error().find("could not be put back") != std::string::npos;
+             CHECK(memory.suspended() == closed);
+             if (!closed) require_ok(memory.suspend());
+             require_ok(memory.resume());
+             CHECK(memory.device_address() != 0);
+         }},
+        {"ImportedIpcMemory::resume (device 0's import, the caller's context device 1's)",
+         [&peer_memory](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto memory = take(cudyn::import_ipc_memory(peer_memory));
+             require_ok(memory.suspend());
+             caller.enter();
+             t.operation([&] { return memory.resume(); });
+             caller.check_and_leave(t);
+             // Open again, put-back or not: recorded so. Else still suspended; a retry resumes.
+             const bool opened = !t.injected() || t.error().find("could not be put back") != std::string::npos;
+             CHECK(memory.suspended() != opened);
+             if (!opened) require_ok(memory.resume());
+             CHECK(memory.device_address() != 0);
          }},
         {"DeviceBuffer::free (device 0's, the caller's context device 1's)",
          [](Trial& t) {
@@ -1168,7 +1196,7 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
     std::vector<Row> all_rows = rows(peer_memory, peer_event);
     for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
     for (Row& row : range_rows()) all_rows.push_back(std::move(row));
-    for (Row& row : context_switch_rows()) all_rows.push_back(std::move(row));
+    for (Row& row : context_switch_rows(peer_memory)) all_rows.push_back(std::move(row));
 
     const std::size_t total = sweep(all_rows);
     INFO("injection points in all: " << total);
