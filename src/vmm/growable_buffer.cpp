@@ -76,7 +76,9 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
         }
         options.access.push_back({properties.location(), AccessFlags::ReadWrite});
     }
-    CUDYN_TRY(detail::check_grants(properties.location(), options.access.data(), options.access.size()));
+    if (auto checked = detail::check_grants(properties.location(), options.access.data(), options.access.size());
+        !checked)
+        return kCreate.context(std::move(checked).error());
     Held held;
     CUDYN_TRY_ASSIGN(held.context, detail::OwnerContext::current());
     CUDYN_TRY_ASSIGN(held.range, AddressRange::reserve(reserved));

@@ -75,7 +75,10 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
 Result<MappedRange> MappedRange::map_with_access(const AddressRange& range, std::size_t offset,
                                                  const PhysicalMemory& memory, const AccessGrant* grants,
                                                  std::size_t count) {
-    if (!memory.empty()) CUDYN_TRY(detail::check_grants(memory.properties()->location(), grants, count));
+    if (!memory.empty()) {
+        if (auto checked = detail::check_grants(memory.properties()->location(), grants, count); !checked)
+            return kMap.context(std::move(checked).error());
+    }
     auto mapping = map(range, offset, memory);
     if (!mapping) return mapping;
     // On failure the local mapping unmaps itself on the way out (no work can
@@ -103,7 +106,8 @@ Result<void> MappedRange::set_access(const std::vector<AccessGrant>& grants) {
 
 Result<void> MappedRange::set_access(const AccessGrant* grants, std::size_t count) {
     if (empty()) return kSetAccess.invalid("the mapping is empty (moved from or unmapped)");
-    CUDYN_TRY(detail::check_grants(held_->memory->properties.location(), grants, count));
+    if (auto checked = detail::check_grants(held_->memory->properties.location(), grants, count); !checked)
+        return kSetAccess.context(std::move(checked).error());
     CUDYN_TRY(detail::apply_access(held_->address, held_->size, grants, count));
     held_->granted(grants, count);
     return ok();
