@@ -10,7 +10,8 @@ design). Reachable means included by cudyn.hpp, directly or through the
 headers it includes (every `#include "cudyn/..."` line counts, conditional
 or not).
 
-usage: check_umbrella_header.py MESON BUILD_DIR
+usage: check_umbrella_header.py MESON... BUILD_DIR
+(MESON: the command that runs Meson, e.g. `python3 -m mesonbuild.mesonmain`)
 Exit 0 when every public header is reachable, 1 naming those that are not,
 2 when Meson's list could not be read.
 """
