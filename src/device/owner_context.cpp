@@ -140,9 +140,13 @@ Result<void> ContextScope::restore() noexcept {
 }
 
 Error ContextScope::not_restored(Error restore_error, const Error* call_error) const {
-    char contexts[96];
-    std::snprintf(contexts, sizeof contexts, "context %p stays current on this thread instead of the caller's %p",
-                  static_cast<void*>(context_), static_cast<void*>(previous_));
+    char contexts[160];
+    if (previous_ != nullptr)
+        std::snprintf(contexts, sizeof contexts, "context %p stays current on this thread instead of the caller's %p",
+                      static_cast<void*>(context_), static_cast<void*>(previous_));
+    else
+        std::snprintf(contexts, sizeof contexts, "context %p stays current on this thread, where the caller had none",
+                      static_cast<void*>(context_));
     restore_error.message = std::string("the caller's context could not be put back: ") + contexts +
                             (call_error != nullptr ? "; the call itself had failed: " + call_error->describe()
                                                    : std::string("; the call itself succeeded"));
