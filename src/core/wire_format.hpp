@@ -49,6 +49,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -200,17 +201,17 @@ public:
     template <typename T>
     void u16(T& value) noexcept {
         check_wire_width<T, 2>();
-        value = static_cast<T>(little_endian(2));
+        integer(value, 2);
     }
     template <typename T>
     void u32(T& value) noexcept {
         check_wire_width<T, 4>();
-        value = static_cast<T>(little_endian(4));
+        integer(value, 4);
     }
     template <typename T>
     void u64(T& value) noexcept {
         check_wire_width<T, 8>();
-        value = static_cast<T>(little_endian(8));
+        integer(value, 8);
     }
     void exporter(ExporterIdentity& identity) noexcept {
         std::uint64_t pid = 0;
@@ -247,6 +248,28 @@ public:
 private:
     void refuse(const char* what) noexcept {
         if (problem_ == nullptr) problem_ = what;
+    }
+    // A field narrower in the record than on the wire: a value the member
+    // cannot hold is refused, never cut (a device 2^40 must not read as
+    // device 0). A signed member's field holds the value's two's complement
+    // at the field's width, as the writer wrote it.
+    template <typename T>
+    void integer(T& value, int width) noexcept {
+        using Member = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>,
+                                                   std::common_type<T>>::type;
+        const std::uint64_t raw = little_endian(width);
+        bool fits = true;
+        if constexpr (sizeof(Member) < sizeof(std::uint64_t)) {  // a 64-bit member holds any field
+            if constexpr (std::is_signed_v<Member>) {
+                const int unused_bits = 64 - 8 * width;
+                const auto wide = static_cast<std::int64_t>(raw << unused_bits) >> unused_bits;
+                fits = wide >= std::numeric_limits<Member>::min() && wide <= std::numeric_limits<Member>::max();
+            } else {
+                fits = raw <= std::numeric_limits<Member>::max();
+            }
+        }
+        if (!fits) refuse("an integer field holds a value outside the range of what it describes");
+        value = static_cast<T>(raw);
     }
     std::uint64_t little_endian(int width) noexcept {
         std::uint64_t value = 0;

@@ -18,7 +18,7 @@ Result<int> Device::count() {
 
 Result<Device> Device::get(int ordinal) {
     CUDYN_TRY_ASSIGN(const int devices, count());
-    if (ordinal < 0 || ordinal >= devices) return detail::ordinal_out_of_range(ordinal, devices);
+    if (ordinal < 0 || ordinal >= devices) return detail::ordinal_out_of_range("Device::get", ordinal, devices);
     CUdevice handle = 0;
     CUDYN_TRY(call_driver(&DriverTable::cuDeviceGet_v2000, &handle, ordinal));
     return Device(ordinal, handle);
@@ -65,9 +65,9 @@ Result<DeviceCapabilities> probe_capabilities(const Device& device) {
 
 namespace detail {
 
-Error ordinal_out_of_range(int ordinal, int visible) {
-    return Error::invalid_argument("device ordinal " + std::to_string(ordinal) + " is out of range: " +
-                                   std::to_string(visible) + " device(s) visible");
+Error ordinal_out_of_range(const char* operation, int ordinal, int visible) {
+    return Error::invalid_argument(std::string(operation) + ": device ordinal " + std::to_string(ordinal) +
+                                   " is out of range: " + std::to_string(visible) + " device(s) visible");
 }
 
 }  // namespace detail

@@ -56,10 +56,10 @@ Result<DeviceCapabilities> ask_capabilities(int ordinal, const CUdevice* device)
 
 namespace cudyn::detail {
 
-Result<DeviceCapabilities> capabilities(int ordinal) {
+Result<DeviceCapabilities> capabilities(int ordinal, const char* operation) {
     if (const std::uint32_t known = facts::stored_capabilities(ordinal); known != 0) return facts::unpack(known);
     CUDYN_TRY_ASSIGN(const int count, visible_device_count());
-    if (ordinal < 0 || ordinal >= count) return ordinal_out_of_range(ordinal, count);
+    if (ordinal < 0 || ordinal >= count) return ordinal_out_of_range(operation, ordinal, count);
     return facts::ask_capabilities(ordinal, nullptr);
 }
 

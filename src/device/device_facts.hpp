@@ -72,9 +72,10 @@ inline Result<DeviceCapabilities> capabilities(int ordinal, CUdevice device) {
     return facts::ask_capabilities(ordinal, &device);
 }
 
-// The same by ordinal alone: InvalidArgument, as Device::get words it, outside
-// [0, visible_device_count()), without asking the driver once both are known.
-Result<DeviceCapabilities> capabilities(int ordinal);
+// The same by ordinal alone: InvalidArgument, as Device::get words it but
+// naming `operation`, outside [0, visible_device_count()), without asking
+// the driver once both are known.
+Result<DeviceCapabilities> capabilities(int ordinal, const char* operation);
 
 // CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS of device `ordinal`, once
 // per device; `ordinal` must be in [0, visible_device_count()).

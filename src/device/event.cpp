@@ -38,16 +38,13 @@ Result<void> Event::record(StreamRef stream) {
         return kRecord.invalid("the stream belongs to another context than the event (the driver records an "
                                "event only on a stream of its own context)");
     if (in == nullptr && stream.is_default()) in = mine;
-    const detail::ContextScope scope(in);
-    CUDYN_TRY(scope.status());
-    return call_driver(&DriverTable::cuEventRecord_v2000, handle(), stream.handle());
+    return detail::in_context(in, [&] { return call_driver(&DriverTable::cuEventRecord_v2000, handle(), stream.handle()); });
 }
 
 Result<void> Event::wait(StreamRef stream) const {
     CUDYN_TRY(require("Event::wait"));
-    const detail::ContextScope scope(stream.context_handle());
-    CUDYN_TRY(scope.status());
-    return call_driver(&DriverTable::cuStreamWaitEvent_v3020, stream.handle(), handle(), 0u);
+    return detail::in_stream_context(
+        stream, [&] { return call_driver(&DriverTable::cuStreamWaitEvent_v3020, stream.handle(), handle(), 0u); });
 }
 
 Result<bool> Event::query() const {
@@ -71,9 +68,8 @@ Result<float> Event::elapsed_ms(const Event& start, const Event& end) {
 }
 
 Result<void> Event::Held::release() {
-    CUDYN_TRY(context.release_into([this] { return call_driver(&DriverTable::cuEventDestroy_v4000, event); }));
-    *this = Held{};
-    return ok();
+    return context.release_into([this] { return call_driver(&DriverTable::cuEventDestroy_v4000, event); },
+                                [this] { *this = Held{}; });
 }
 
 }  // namespace cudyn

@@ -12,9 +12,9 @@
 
 namespace cudyn::detail {
 
-// InvalidArgument "device ordinal 3 is out of range: 2 device(s) visible",
-// for an ordinal outside [0, visible).
-Error ordinal_out_of_range(int ordinal, int visible);
+// InvalidArgument "Device::get: device ordinal 3 is out of range: 2 device(s)
+// visible", for an ordinal outside [0, visible), naming `operation`.
+Error ordinal_out_of_range(const char* operation, int ordinal, int visible);
 
 // true when the queried work is done, false while it runs
 // (CUDA_ERROR_NOT_READY is an answer, not a failure), any other error as is.
@@ -30,9 +30,7 @@ inline Result<bool> completion(Result<void> queried) {
 // known context (a raw handle, a default stream) the thread's context stays.
 template <typename Call>
 auto in_stream_context(const StreamRef& stream, Call&& call) -> decltype(call()) {
-    const ContextScope scope(stream.context_handle());
-    if (!scope.status()) return scope.status().error();
-    return call();
+    return in_context(stream.context_handle(), std::forward<Call>(call));
 }
 
 }  // namespace cudyn::detail

@@ -3,7 +3,9 @@
 #include "cudyn/loader/driver_call.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -120,7 +122,7 @@ Result<void> release_primary_context(CUdevice device) {
 CUcontext OwnerContext::handle() const noexcept { return context_ ? context_->context : nullptr; }
 CUdevice OwnerContext::device() const noexcept { return context_ ? context_->device : 0; }
 
-ContextScope::ContextScope(CUcontext context) noexcept {
+ContextScope::ContextScope(CUcontext context) noexcept : context_(context) {
     if (context == nullptr) return;
     status_ = call_driver(&DriverTable::cuCtxGetCurrent_v4000, &previous_);
     if (!status_ || previous_ == context) return;
@@ -130,6 +132,25 @@ ContextScope::ContextScope(CUcontext context) noexcept {
 
 ContextScope::~ContextScope() {
     if (switched_) (void)call_driver(&DriverTable::cuCtxSetCurrent_v4000, previous_);
+}
+
+Result<void> ContextScope::restore() noexcept {
+    switched_ = false;
+    return call_driver(&DriverTable::cuCtxSetCurrent_v4000, previous_);
+}
+
+Error ContextScope::not_restored(Error restore_error, const Error* call_error) const {
+    char contexts[160];
+    if (previous_ != nullptr)
+        std::snprintf(contexts, sizeof contexts, "context %p stays current on this thread instead of the caller's %p",
+                      static_cast<void*>(context_), static_cast<void*>(previous_));
+    else
+        std::snprintf(contexts, sizeof contexts, "context %p stays current on this thread, where the caller had none",
+                      static_cast<void*>(context_));
+    restore_error.message = std::string("the caller's context could not be put back: ") + contexts +
+                            (call_error != nullptr ? "; the call itself had failed: " + call_error->describe()
+                                                   : std::string("; the call itself succeeded"));
+    return restore_error;
 }
 
 }  // namespace cudyn::detail

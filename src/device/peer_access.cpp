@@ -90,17 +90,16 @@ Result<void> enable_peer_access(const PrimaryContext& from, const PrimaryContext
     CUcontext current = nullptr;
     CUDYN_TRY(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &current));
     if (current == from.handle()) return enable();
-    const detail::ContextScope scope(from.handle());
-    CUDYN_TRY(scope.status());
-    return enable();
+    return detail::in_context(from.handle(), enable);
 }
 
 Result<void> disable_peer_access(const PrimaryContext& from, const PrimaryContext& to) {
     CUDYN_TRY(check_pair(kDisable, from, to));
-    const detail::ContextScope scope(from.handle());
-    CUDYN_TRY(scope.status());
-    auto disabled = call_driver(&DriverTable::cuCtxDisablePeerAccess_v4000, to.handle());
-    if (!disabled && disabled.error().driver_result == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) return ok();
+    auto disabled = detail::in_context(from.handle(), [&]() -> Result<void> {
+        auto answer = call_driver(&DriverTable::cuCtxDisablePeerAccess_v4000, to.handle());
+        if (!answer && answer.error().driver_result == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) return ok();
+        return answer;
+    });
     if (!disabled) return kDisable.context(std::move(disabled).error());
     return ok();
 }

@@ -24,9 +24,8 @@ Result<bool> Stream::query() const {
 }
 
 Result<void> Stream::Held::release() {
-    CUDYN_TRY(context.release_into([this] { return call_driver(&DriverTable::cuStreamDestroy_v4000, stream); }));
-    *this = Held{};
-    return ok();
+    return context.release_into([this] { return call_driver(&DriverTable::cuStreamDestroy_v4000, stream); },
+                                [this] { *this = Held{}; });
 }
 
 }  // namespace cudyn

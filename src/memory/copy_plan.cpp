@@ -106,7 +106,7 @@ Result<void> CopyPlan::add_copy(Side destination, Side source, std::size_t eleme
         return kAdd.invalid(copy + "the destination has " + std::to_string(destination.count) +
                             " elements and the source " + std::to_string(source.count) +
                             ": a copy moves whole spans of one size (take a subspan of the larger)");
-    CUDYN_TRY_ASSIGN(const std::size_t bytes, detail::byte_size(source.count, element_size, kAdd.name()));
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, detail::byte_size(source.count, element_size, "CopyPlan::add: count"));
     return add_range(destination.address, source.address, bytes);
 }
 

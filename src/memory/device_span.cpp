@@ -171,15 +171,22 @@ Result<void> copy_peer_bytes(DeviceExtent destination, CUcontext destination_con
     const bool overlap = source.address < destination.address + source_bytes &&
                          destination.address < source.address + source_bytes;
     if (overlap) return Operation(kName).invalid("source and destination overlap");
-    if (stream != nullptr)
-        return in_stream_context(*stream, [&] {
+    // The caller's context is put back, or the error says it is not.
+    Result<void> copied = ok();
+    if (stream != nullptr) {
+        copied = in_stream_context(*stream, [&] {
             return call_driver(&DriverTable::cuMemcpyPeerAsync_v4000, destination.address, destination_context,
                                source.address, source_context, source_bytes, stream->handle());
         });
-    const ContextScope scope(destination_context);
-    CUDYN_TRY(scope.status());
-    return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyPeer_v4000, destination.address,
-                                               destination_context, source.address, source_context, source_bytes));
+    } else {
+        copied = in_context(destination_context, [&] {
+            return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyPeer_v4000, destination.address,
+                                                       destination_context, source.address, source_context,
+                                                       source_bytes));
+        });
+    }
+    if (!copied) return Operation(kName).context(std::move(copied).error());
+    return ok();
 }
 
 }  // namespace cudyn::detail

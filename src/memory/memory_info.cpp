@@ -20,15 +20,12 @@ Result<DeviceMemoryInfo> current_device_memory_info() {
 Result<DeviceMemoryInfo> device_memory_info(const PrimaryContext& context) {
     constexpr detail::Operation kInfo{"device_memory_info"};
     if (context.handle() == nullptr) return kInfo.invalid("context is empty (moved from or released)");
-    CUcontext previous = nullptr;
-    CUDYN_TRY(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &previous));
-    if (previous != context.handle()) CUDYN_TRY(call_driver(&DriverTable::cuCtxSetCurrent_v4000, context.handle()));
     DeviceMemoryInfo info;
     info.device = context.device().ordinal();
-    auto queried = call_driver(&DriverTable::cuMemGetInfo_v3020, &info.free_bytes, &info.total_bytes);
-    // Put the previous context back whatever the query answered.
-    if (previous != context.handle()) CUDYN_TRY(call_driver(&DriverTable::cuCtxSetCurrent_v4000, previous));
-    CUDYN_TRY(std::move(queried));
+    auto queried = detail::in_context(context.handle(), [&] {
+        return call_driver(&DriverTable::cuMemGetInfo_v3020, &info.free_bytes, &info.total_bytes);
+    });
+    if (!queried) return kInfo.context(std::move(queried).error());
     return info;
 }
 

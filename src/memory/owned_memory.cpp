@@ -12,9 +12,7 @@ Result<void> OwnedMemory::require(const char* operation, const char* owner) cons
 }
 
 Result<void> OwnedMemory::Held::release() {
-    CUDYN_TRY(context.release_into([this] { return give_back(address); }));
-    *this = Held{};
-    return ok();
+    return context.release_into([this] { return give_back(address); }, [this] { *this = Held{}; });
 }
 
 }  // namespace cudyn::detail

@@ -103,7 +103,8 @@ PeerBytes read_contribution(int rank, const void* data, std::size_t size) {
                                    " bytes do not fit its " + std::to_string(size) + " bytes");
     const auto* text = reinterpret_cast<const char*>(bytes + kHeaderSize + kNothingFields);
     Error why;
-    why.code = static_cast<ErrorCode>(code);
+    if (!error_code_from_wire(code, why.code))
+        return malformed(rank, "error code " + std::to_string(code) + ", more than an int holds");
     why.driver_result = driver_result_from_wire(result);
     why.entry_point.assign(text, entry_size);
     why.message = "rank " + std::to_string(rank) + " shared nothing: " + std::string(text + entry_size, message_size);

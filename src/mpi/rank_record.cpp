@@ -162,11 +162,17 @@ Result<std::size_t> read_fingerprints(const std::uint8_t* part, std::size_t avai
         fields.u32(result);
         fields.u32(ptx);
         if (state == kNoTrials) continue;
+        if (ptx > static_cast<std::uint32_t>(INT_MAX))
+            return malformed("a fingerprint names PTX ISA " + std::to_string(ptx) + ", more than an int holds");
         DeviceFingerprint print;
-        print.newest_ptx_isa = static_cast<int>(ptx & INT_MAX);
-        if (state >= kFingerprintFailedBase)
-            print.failure = ProbeFailure{static_cast<ErrorCode>(state - kFingerprintFailedBase),
-                                         detail::driver_result_from_wire(result)};
+        print.newest_ptx_isa = static_cast<int>(ptx);
+        if (state >= kFingerprintFailedBase) {
+            ErrorCode code = ErrorCode::Driver;
+            if (!detail::error_code_from_wire(state - kFingerprintFailedBase, code))
+                return malformed("a fingerprint failed with error code " + std::to_string(state - kFingerprintFailedBase) +
+                                 ", more than an int holds");
+            print.failure = ProbeFailure{code, detail::driver_result_from_wire(result)};
+        }
         for (std::size_t i = 0; i < capability_trial_count; ++i)
             if (column_of[i] != kAbsent) print.trials[i] = outcome_from_wire(entry[kFingerprintEntryFixed + column_of[i]]);
         device.fingerprint = print;
@@ -334,7 +340,10 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
     in.fixed(name);
     in.reserved(rank_size - kRankPartSize);  // a newer writer's rank fields
 
+    // The record's ints travel as u32: a value past INT_MAX is refused, not cut.
     if (visible > static_cast<std::uint32_t>(INT_MAX)) return malformed(std::to_string(visible) + " visible devices");
+    if (driver_version > static_cast<std::uint32_t>(INT_MAX))
+        return malformed("driver version " + std::to_string(driver_version) + ", more than an int holds");
     if (rows > kMaxCapabilityRows)
         return malformed(std::to_string(rows) + " capability rows, at most " + std::to_string(kMaxCapabilityRows) +
                          " fit a device entry");
@@ -352,8 +361,13 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
     record.load_state = static_cast<LoadState>(load_state);
     record.driver_version = static_cast<int>(driver_version);
     record.visible_devices = static_cast<int>(visible);
-    if (probe_code != 0)
-        record.probe_failure = ProbeFailure{static_cast<ErrorCode>(probe_code - 1), detail::driver_result_from_wire(probe_result)};
+    if (probe_code != 0) {
+        ErrorCode code = ErrorCode::Driver;
+        if (!detail::error_code_from_wire(probe_code - 1, code))
+            return malformed("the probe failed with error code " + std::to_string(probe_code - 1) +
+                             ", more than an int holds");
+        record.probe_failure = ProbeFailure{code, detail::driver_result_from_wire(probe_result)};
+    }
     record.host.boot_id = boot_id.value;
     record.host.host_name.assign(reinterpret_cast<const char*>(name.value.data()),
                                  std::find(name.value.begin(), name.value.end(), 0) - name.value.begin());
@@ -405,9 +419,12 @@ Result<RankRecord> RankRecord::from_bytes(const void* data, std::size_t size) {
         if (ordinal >= visible)
             return malformed("device entry " + std::to_string(d) + " names ordinal " + std::to_string(ordinal) +
                              " of " + std::to_string(visible) + " visible devices");
+        if (major > static_cast<std::uint32_t>(INT_MAX) || minor > static_cast<std::uint32_t>(INT_MAX))
+            return malformed("device entry " + std::to_string(d) + " names compute capability " +
+                             std::to_string(major) + "." + std::to_string(minor) + ", more than an int holds");
         DeviceReport device;
         device.ordinal = static_cast<int>(ordinal);
-        device.compute = ComputeCapability{static_cast<int>(major & INT_MAX), static_cast<int>(minor & INT_MAX)};
+        device.compute = ComputeCapability{static_cast<int>(major), static_cast<int>(minor)};
         for (std::size_t i = 0; i < device_capability_count; ++i)
             if (column_of[i] != kAbsent)
                 device.capabilities.*device_capability_list[i].field = ((bits >> column_of[i]) & 1) != 0;

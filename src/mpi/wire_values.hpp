@@ -2,11 +2,13 @@
 // the exchange frame), on top of the library's wire_format.hpp. Not installed.
 #pragma once
 
+#include "cudyn/core/error.hpp"
 #include "core/wire_format.hpp"
 
 #include <cuda.h>
 
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -35,6 +37,15 @@ inline FixedBytes<8> magic_bytes(const char (&magic)[9]) noexcept {
 // (CUDA_ERROR_UNKNOWN, 999) reads as that.
 inline CUresult driver_result_from_wire(std::uint32_t value) noexcept {
     return value <= static_cast<std::uint32_t>(CUDA_ERROR_UNKNOWN) ? static_cast<CUresult>(value) : CUDA_ERROR_UNKNOWN;
+}
+
+// An ErrorCode from another process: a code a newer cudyn added is kept
+// (ErrorCode holds any int), but a value past INT_MAX is no int, and the
+// reader refuses the record rather than cut it into some other code.
+inline bool error_code_from_wire(std::uint32_t value, ErrorCode& code) noexcept {
+    if (value > static_cast<std::uint32_t>(INT_MAX)) return false;
+    code = static_cast<ErrorCode>(static_cast<int>(value));
+    return true;
 }
 
 }  // namespace cudyn::mpi::detail

@@ -24,7 +24,7 @@ constexpr detail::Operation kCreate{"MemoryPool::create"};
 constexpr detail::Operation kDefaultFor{"MemoryPool::default_for"};
 constexpr detail::Operation kCurrentFor{"MemoryPool::current_for"};
 constexpr detail::Operation kSetCurrentFor{"MemoryPool::set_current_for"};
-constexpr detail::Operation kProperties{"pool properties"};
+constexpr detail::Operation kProperties{"PoolProperties"};
 constexpr detail::Operation kManagedDefaultFor{"MemoryPool::managed_default_for"};
 constexpr detail::Operation kManagedCurrentFor{"MemoryPool::managed_current_for"};
 constexpr detail::Operation kSetManagedCurrentFor{"MemoryPool::set_managed_current_for"};
@@ -53,7 +53,7 @@ template <typename Pfn>
 Result<void> require_pools(Pfn DriverTable::*entry, int ordinal, const detail::Operation& operation) {
     CUDYN_TRY(detail::require_entry(entry));
     // InvalidArgument for an ordinal outside the visible devices.
-    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
+    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal, operation.name()));
     return detail::require_memory_pools(caps, ordinal, operation);
 }
 
@@ -78,7 +78,7 @@ Result<void> require_host_pools(const Location& where) {
     const bool numa = where.kind() == LocationKind::HostNuma;
     CUDYN_TRY_ASSIGN(const int count, detail::visible_device_count());
     for (int ordinal = 0; ordinal < count; ++ordinal) {
-        CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
+        CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal, kCreate.name()));
         if (numa ? caps.host_numa_memory_pools : caps.host_memory_pools) return ok();
     }
     return kCreate.not_supported("cuMemPoolCreate", std::string("no device reports ") +
@@ -87,8 +87,27 @@ Result<void> require_host_pools(const Location& where) {
                                                         ": pools at " + where.describe() + " are not supported");
 }
 
-Result<CUmemLocation> managed_location(const Location& location, const detail::Operation& operation) {
+// What the location-keyed pool calls take (cuMemGetDefaultMemPool,
+// cuMemGetMemPool, cuMemSetMemPool: a device, the host or a host NUMA node),
+// checked before the driver as MemoryPool::create checks its location: the
+// driver's bare INVALID_DEVICE / INVALID_VALUE would not say which argument.
+Result<void> check_pool_location(const Location& location, const detail::Operation& operation) {
     CUDYN_TRY(location.validate(operation.name()));
+    if (location.kind() == LocationKind::HostNumaCurrent)
+        return operation.invalid(location.describe() +
+                                 " is no pool's location: pools are kept per device, host or host NUMA node "
+                                 "(name the node: Location::host_numa(n))");
+    if (location.kind() == LocationKind::Device) {
+        CUDYN_TRY_ASSIGN(const int count, detail::visible_device_count());
+        if (location.id() >= count)
+            return operation.invalid(location.describe() + " does not exist: " + std::to_string(count) +
+                                     " device(s) visible");
+    }
+    return ok();
+}
+
+Result<CUmemLocation> managed_location(const Location& location, const detail::Operation& operation) {
+    CUDYN_TRY(check_pool_location(location, operation));
     return location.to_cu();
 }
 
@@ -162,7 +181,7 @@ std::string PoolProperties::describe() const {
 // ---- MemoryPool ---------------------------------------------------------------------------
 
 Result<MemoryPool> MemoryPool::create(const PoolProperties& properties) {
-    CUDYN_TRY(properties.validate());
+    if (auto valid = properties.validate(); !valid) return kCreate.context(std::move(valid).error());
     const Location& where = properties.location();
     if (where.kind() == LocationKind::Device) {
         CUDYN_TRY(require_pools(&DriverTable::cuMemPoolCreate_v11020, where.id(), kCreate));
@@ -219,7 +238,7 @@ Result<void> MemoryPool::set_current_for(const Device& device) const {
 }
 
 Result<MemoryPool> MemoryPool::default_for(Location location) {
-    CUDYN_TRY(location.validate(kDefaultFor.name()));
+    CUDYN_TRY(check_pool_location(location, kDefaultFor));
     if (!has_entry(&DriverTable::cuMemGetDefaultMemPool_v13000) && location.kind() == LocationKind::Device) {
         CUDYN_TRY_ASSIGN(const Device device, Device::get(location.id()));
         return default_for(device);
@@ -232,7 +251,7 @@ Result<MemoryPool> MemoryPool::default_for(Location location) {
 }
 
 Result<MemoryPool> MemoryPool::current_for(Location location) {
-    CUDYN_TRY(location.validate(kCurrentFor.name()));
+    CUDYN_TRY(check_pool_location(location, kCurrentFor));
     if (!has_entry(&DriverTable::cuMemGetMemPool_v13000) && location.kind() == LocationKind::Device) {
         CUDYN_TRY_ASSIGN(const Device device, Device::get(location.id()));
         return current_for(device);
@@ -246,7 +265,7 @@ Result<MemoryPool> MemoryPool::current_for(Location location) {
 
 Result<void> MemoryPool::set_current_for(Location location) const {
     CUDYN_TRY(require_pool(*this, kSetCurrentFor));
-    CUDYN_TRY(location.validate(kSetCurrentFor.name()));
+    CUDYN_TRY(check_pool_location(location, kSetCurrentFor));
     if (!has_entry(&DriverTable::cuMemSetMemPool_v13000) && location.kind() == LocationKind::Device) {
         CUDYN_TRY_ASSIGN(const Device device, Device::get(location.id()));
         return set_current_for(device);
@@ -411,7 +430,7 @@ Result<void> MemoryPool::set_access(const AccessGrant& grant) const {
     if (grant.flags != AccessFlags::None && grant.flags != AccessFlags::Read && grant.flags != AccessFlags::ReadWrite)
         return kSetAccess.invalid("unknown access flags " + std::to_string(static_cast<int>(grant.flags)));
     CUDYN_TRY(detail::require_entry(&DriverTable::cuMemPoolSetAccess_v11020));
-    CUDYN_TRY(detail::capabilities(who.id()));  // InvalidArgument outside the visible devices
+    CUDYN_TRY(detail::capabilities(who.id(), kSetAccess.name()));  // InvalidArgument outside the visible devices
     if (who == location()) {
         if (grant.flags != AccessFlags::ReadWrite)
             return kSetAccess.invalid(who.describe() +

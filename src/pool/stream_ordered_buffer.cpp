@@ -31,7 +31,7 @@ Result<void> require_pool_device(const OwnerContext& context) {
 
 Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std::size_t element_size,
                                                           const MemoryPool* pool, StreamRef stream) {
-    CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, kAllocate.name()));
+    CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate: count"));
     if (pool != nullptr && pool->empty()) return kAllocate.invalid("the pool is empty (moved from or destroyed)");
     if (pool != nullptr)
         CUDYN_TRY(require_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020));
@@ -73,11 +73,10 @@ Result<void> StreamOrderedMemory::Held::release() {
     // context's", which must then be this memory's (stream_context is the
     // allocation's for a default stream). One cuCtxGetCurrent when it is
     // current already; the caller's context is put back.
-    const ContextScope scope(stream_context != nullptr ? stream_context : context);
-    CUDYN_TRY(scope.status());
-    CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream));
-    *this = Held{};  // the retain, if any, goes after the free
-    return ok();
+    return release_in_context(
+        stream_context != nullptr ? stream_context : context,
+        [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); },
+        [this] { *this = Held{}; });  // the retain, if any, goes after the free
 }
 
 Result<void> StreamOrderedMemory::require(const char* operation) const {

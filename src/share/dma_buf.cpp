@@ -64,7 +64,7 @@ Result<void> check_memory(CUdeviceptr address, std::size_t bytes) {
         CUDYN_TRY_ASSIGN(const CUdevice current, detail::current_context_device());
         ordinal = static_cast<int>(current);
     }
-    CUDYN_TRY_ASSIGN(const DeviceCapabilities caps, detail::capabilities(ordinal));
+    CUDYN_TRY_ASSIGN(const DeviceCapabilities caps, detail::capabilities(ordinal, kExport.name()));
     const auto entry = entry_info(&DriverTable::cuMemGetHandleForAddressRange_v11070).abi_symbol;
     if (where.memory_type == MemoryType::Host) {
         if (!caps.host_alloc_dma_buf)

@@ -165,11 +165,15 @@ Result<void> ImportedIpcMemory::suspend() {
     if (empty()) return kSuspend.invalid("nothing is imported");
     Held& held = held_.get();
     if (held.suspended) return kSuspend.invalid("already suspended");
+    Result<void> closed = ok();
     {
-        const detail::ContextScope scope(held.context);
+        detail::ContextScope scope(held.context);
         if (!scope.status()) return kSuspend.context(scope.status().error());
-        if (auto closed = call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, held.base); !closed)
-            return kSuspend.context(std::move(closed).error());
+        closed = call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, held.base);
+        if (!closed) return kSuspend.context(scope.finish(std::move(closed)).error());
+        // Closed even if the caller's context cannot be put back: recorded
+        // below before that error goes back.
+        closed = scope.finish(std::move(closed));
     }
     // The handle stays claimed in its context: no other import of it can
     // take the place resume() reopens.
@@ -177,6 +181,7 @@ Result<void> ImportedIpcMemory::suspend() {
     held.suspended = true;
     held.ledger.close();
     held.listed.close();
+    if (!closed) return kSuspend.context(std::move(closed).error());
     return ok();
 }
 
@@ -185,15 +190,20 @@ Result<void> ImportedIpcMemory::resume() {
     if (empty() || !held_->suspended) return kResume.invalid("not suspended (suspend() first)");
     Held& held = held_.get();
     Result<CUdeviceptr> base = CUdeviceptr{0};
+    Result<void> restored = ok();
     {
-        const detail::ContextScope scope(held.context);
+        detail::ContextScope scope(held.context);
         if (!scope.status()) return kResume.context(scope.status().error());
         base = import_handle(held.handle);
+        if (!base) return kResume.context(scope.finish(std::move(base)).error());
+        // Open even if the caller's context cannot be put back: recorded
+        // below before that error goes back.
+        restored = scope.finish(ok());
     }
-    if (!base) return kResume.context(std::move(base).error());
     held.base = *base;
     held.suspended = false;
     held.count_in();
+    if (!restored) return kResume.context(std::move(restored).error());
     return ok();
 }
 
@@ -204,12 +214,13 @@ Result<void> ImportedIpcMemory::Held::release() {
         return ok();
     }
     const CUcontext key_context = context.handle();  // the record's key; release_into drops the reference
-    CUDYN_TRY(context.release_into([this] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base); }));
-    // The handle is imported in the context until the driver has closed it:
-    // only then may another import of it go ahead.
-    if (key_context != nullptr) import_record().release({key_context, handle.to_bytes()});
-    *this = Held{};
-    return ok();
+    return context.release_into([this] { return call_driver(&DriverTable::cuIpcCloseMemHandle_v4010, base); },
+                                [this, key_context] {
+                                    // The handle is imported in the context until the driver has closed
+                                    // it: only then may another import of it go ahead.
+                                    if (key_context != nullptr) import_record().release({key_context, handle.to_bytes()});
+                                    *this = Held{};
+                                });
 }
 
 void ImportedIpcMemory::Held::abandon() noexcept {

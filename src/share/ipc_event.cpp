@@ -87,9 +87,7 @@ Result<void> IpcEvent::record(StreamRef stream) {
     const CUcontext in = stream.context_handle() != nullptr ? stream.context_handle()
                          : stream.is_default()               ? held_->context.handle()
                                                              : nullptr;
-    const detail::ContextScope scope(in);
-    CUDYN_TRY(scope.status());
-    return call_driver(&DriverTable::cuEventRecord_v2000, handle(), stream.handle());
+    return detail::in_context(in, [&] { return call_driver(&DriverTable::cuEventRecord_v2000, handle(), stream.handle()); });
 }
 
 Result<void> IpcEvent::wait(StreamRef stream) const {
@@ -109,9 +107,8 @@ Result<bool> IpcEvent::query() const {
 }
 
 Result<void> IpcEvent::Held::release() {
-    CUDYN_TRY(context.release_into([this] { return call_driver(&DriverTable::cuEventDestroy_v4000, event); }));
-    *this = Held{};
-    return ok();
+    return context.release_into([this] { return call_driver(&DriverTable::cuEventDestroy_v4000, event); },
+                                [this] { *this = Held{}; });
 }
 
 }  // namespace cudyn

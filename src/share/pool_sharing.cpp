@@ -329,14 +329,14 @@ Result<void> ImportedPoolMemory::Held::release() {
     // ordered before it, and the program orders other streams' work (the
     // rule StreamOrderedBuffer follows). The context is made current for it
     // too: a default-stream handle means the current context's stream.
-    CUDYN_TRY(context.release_into([this]() -> Result<void> {
+    return context.release_into([this]() -> Result<void> {
         if (stream_ordered) return call_driver(&DriverTable::cuMemFreeAsync_v11020, base, stream);
         CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
         return call_driver(&DriverTable::cuMemFree_v3020, base);
-    }));
-    detail::forget_pool_import(pool);
-    *this = Held{};
-    return ok();
+    }, [this] {
+        detail::forget_pool_import(pool);
+        *this = Held{};
+    });
 }
 
 void ImportedPoolMemory::Held::abandon() noexcept { detail::forget_pool_import(pool); }

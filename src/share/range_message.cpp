@@ -7,6 +7,7 @@
 #include "core/wire_format.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +42,9 @@ Result<void> check_chunk(const RangeChunk& chunk, std::size_t index, std::uint64
         return kDescriptor.invalid(name + "'s location is host NUMA current, which names no memory");
     if (chunk.handle_type == HandleType::PosixFileDescriptor) {
         if (!chunk.fd) return kDescriptor.invalid(name + " is a POSIX chunk without its file descriptor");
-    } else if (chunk.handle_type != HandleType::Fabric) {
+    } else if (chunk.handle_type == HandleType::Fabric) {
+        if (chunk.fabric == FabricHandle()) return kDescriptor.invalid(name + " is a fabric chunk whose handle is all zero");
+    } else {
         return kDescriptor.invalid(name + "'s handle type " + to_string(chunk.handle_type) +
                                    " is neither posix_fd nor fabric");
     }
@@ -205,6 +208,11 @@ ChunkRecord chunk_record(const RangeChunk& chunk) {
 }
 
 Result<Location> location_of(const ChunkRecord& record, std::size_t index) {
+    // A Location's id is an int (a device ordinal, a NUMA node): a wider one
+    // is refused, not cut to another device.
+    if (record.location_id < std::numeric_limits<int>::min() || record.location_id > std::numeric_limits<int>::max())
+        return kReceive.invalid(chunk_name(index) + " names location id " + std::to_string(record.location_id) +
+                                ", which no device or NUMA node has");
     const auto id = static_cast<int>(record.location_id);
     switch (record.location_kind) {
         case static_cast<std::uint32_t>(LocationKind::Device): return Location::device(id);
@@ -214,6 +222,22 @@ Result<Location> location_of(const ChunkRecord& record, std::size_t index) {
             return kReceive.invalid(chunk_name(index) + " names location kind " +
                                     std::to_string(record.location_kind) + ", which this cudyn does not know");
     }
+}
+
+// Every chunk is a non-empty multiple of the alignment inside the
+// reservation, so a range holds at most reserved / alignment of them, kept
+// ones included: a count beyond that is refused from the first message,
+// rather than waited for message by message until the timeout.
+Result<void> check_chunk_count(const RangeRecord& record) {
+    if (!power_of_two(record.alignment_bytes))
+        return kReceive.invalid("the alignment " + std::to_string(record.alignment_bytes) + " is not a power of two");
+    const std::uint64_t most = record.reserved_bytes / record.alignment_bytes;
+    if (record.kept_chunks > most || record.total_chunks > most - record.kept_chunks)
+        return kReceive.invalid("the range announces " + std::to_string(record.total_chunks) + " chunks after " +
+                                std::to_string(record.kept_chunks) + " kept, more than the " + std::to_string(most) +
+                                " that a reservation of " + std::to_string(record.reserved_bytes) +
+                                " bytes aligned to " + std::to_string(record.alignment_bytes) + " can hold");
+    return ok();
 }
 
 // The fields every message of one descriptor repeats.
@@ -250,6 +274,8 @@ Result<void> read_chunks(const std::vector<std::uint8_t>& payload, const RangeRe
                                                             "descriptor for it");
             chunk.fd = std::move(descriptors[next_fd++]);
         } else {
+            if (chunk.handle_type == HandleType::Fabric && chunk_record.fabric == FabricHandle())
+                return kReceive.invalid(chunk_name(index) + " is a fabric chunk whose handle is all zero");
             chunk.fabric = chunk_record.fabric;
         }
         out.push_back(std::move(chunk));
@@ -315,6 +341,7 @@ Result<RangeDescriptor> receive_range(FdChannel& channel, std::chrono::milliseco
             descriptor.base_generation = record.base_generation;
             descriptor.kept_chunks = record.kept_chunks;
             if (record.generation == 0) return kReceive.invalid("generation 0 (the first is 1)");
+            CUDYN_TRY(check_chunk_count(record));
         } else if (!same_range(first, record)) {
             return kReceive.invalid("a message of the range disagrees with its first message");
         }

@@ -82,7 +82,7 @@ Result<void> detail::check_location_and_handle_types(const Location& location, H
 }
 
 Result<void> AllocationProperties::validate() const {
-    constexpr detail::Operation kProperties{"allocation properties"};
+    constexpr detail::Operation kProperties{"AllocationProperties"};
     CUDYN_TRY(detail::check_location_and_handle_types(location_, handle_types_, kProperties, "cuMemCreate"));
     if (location_.kind() == LocationKind::Host && handle_types_ != HandleType::None)
         return kProperties.invalid("handle types: plain host allocations are not shareable (the driver wants "
@@ -96,7 +96,7 @@ Result<void> AllocationProperties::check_supported() const {
     // From the per-device cache: after the first call for a device this asks
     // the driver nothing (a host location asks for the current context's device).
     CUDYN_TRY_ASSIGN(const int ordinal, detail::judging_device(location_));
-    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal));
+    CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal, "AllocationProperties"));
     const std::string on = "device " + std::to_string(ordinal);
     const auto unsupported = [this](const std::string& why) {
         return Error::not_supported({}, describe() + ": " + why);
@@ -171,10 +171,16 @@ Result<std::size_t> query_granularity(const AllocationProperties& properties, Gr
 
 }  // namespace detail
 
+Result<void> detail::check_properties_for(const AllocationProperties& properties, const Operation& operation) {
+    Result<void> checked = properties.validate();
+    if (checked) checked = detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020);
+    if (checked) checked = properties.check_supported();
+    if (!checked) return operation.context(std::move(checked).error());
+    return ok();
+}
+
 Result<std::size_t> allocation_granularity(const AllocationProperties& properties, Granularity which) {
-    CUDYN_TRY(properties.validate());
-    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
-    CUDYN_TRY(properties.check_supported());
+    CUDYN_TRY(detail::check_properties_for(properties, detail::Operation("allocation_granularity")));
     return detail::query_granularity(properties, which);
 }
 

@@ -54,10 +54,8 @@ Result<void> require_mapped(const GrowableBuffer& buffer, const detail::Operatio
 
 Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& properties, std::size_t capacity,
                                               GrowableBufferOptions options) {
-    CUDYN_TRY(properties.validate());
     if (capacity == 0) return kCreate.invalid("capacity must be non-zero");
-    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
-    CUDYN_TRY(properties.check_supported());
+    CUDYN_TRY(detail::check_properties_for(properties, kCreate));
     CUDYN_TRY_ASSIGN(const std::size_t granularity, detail::query_granularity(properties, Granularity::Minimum));
     std::size_t chunk = options.chunk_size_bytes;
     if (chunk == 0) {
@@ -78,7 +76,9 @@ Result<GrowableBuffer> GrowableBuffer::create(const AllocationProperties& proper
         }
         options.access.push_back({properties.location(), AccessFlags::ReadWrite});
     }
-    CUDYN_TRY(detail::check_grants(properties.location(), options.access.data(), options.access.size()));
+    if (auto checked = detail::check_grants(properties.location(), options.access.data(), options.access.size());
+        !checked)
+        return kCreate.context(std::move(checked).error());
     Held held;
     CUDYN_TRY_ASSIGN(held.context, detail::OwnerContext::current());
     CUDYN_TRY_ASSIGN(held.range, AddressRange::reserve(reserved));

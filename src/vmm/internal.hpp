@@ -146,6 +146,11 @@ struct VmmAccess {
 Result<void> check_location_and_handle_types(const Location& location, HandleType types, const Operation& what,
                                              const char* entry);
 
+// What a creation from `properties` checks before the driver is asked to
+// create: validate(), the granularity entry, check_supported(); a refusal
+// names `operation` first ("PhysicalMemory::create: AllocationProperties: ...").
+Result<void> check_properties_for(const AllocationProperties& properties, const Operation& operation);
+
 // cuMemGetAllocationGranularity without the validation and support checks.
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which);
 

@@ -75,7 +75,10 @@ Result<MappedRange> MappedRange::map(const AddressRange& range, std::size_t offs
 Result<MappedRange> MappedRange::map_with_access(const AddressRange& range, std::size_t offset,
                                                  const PhysicalMemory& memory, const AccessGrant* grants,
                                                  std::size_t count) {
-    if (!memory.empty()) CUDYN_TRY(detail::check_grants(memory.properties()->location(), grants, count));
+    if (!memory.empty()) {
+        if (auto checked = detail::check_grants(memory.properties()->location(), grants, count); !checked)
+            return kMap.context(std::move(checked).error());
+    }
     auto mapping = map(range, offset, memory);
     if (!mapping) return mapping;
     // On failure the local mapping unmaps itself on the way out (no work can
@@ -103,7 +106,8 @@ Result<void> MappedRange::set_access(const std::vector<AccessGrant>& grants) {
 
 Result<void> MappedRange::set_access(const AccessGrant* grants, std::size_t count) {
     if (empty()) return kSetAccess.invalid("the mapping is empty (moved from or unmapped)");
-    CUDYN_TRY(detail::check_grants(held_->memory->properties.location(), grants, count));
+    if (auto checked = detail::check_grants(held_->memory->properties.location(), grants, count); !checked)
+        return kSetAccess.context(std::move(checked).error());
     CUDYN_TRY(detail::apply_access(held_->address, held_->size, grants, count));
     held_->granted(grants, count);
     return ok();
@@ -184,22 +188,16 @@ Result<void> synchronize_primary_context(int ordinal) {
     CUDYN_TRY(call_driver(&DriverTable::cuDevicePrimaryCtxGetState_v7000, device.handle(), &flags, &active));
     if (active == 0) return ok();
     CUDYN_TRY_ASSIGN(const PrimaryContext context, PrimaryContext::retain(device));
-    const ContextScope scope(context.handle());
-    CUDYN_TRY(scope.status());
-    return call_driver(&DriverTable::cuCtxSynchronize_v2000);
+    return in_context(context.handle(), [] { return call_driver(&DriverTable::cuCtxSynchronize_v2000); });
 }
 
 }  // namespace
 
 Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devices) {
-    Result<void> result = ok();
-    {
-        const ContextScope scope(owner);
-        result = scope.status();
-        if (result) result = call_driver(&DriverTable::cuCtxSynchronize_v2000);
-        // No context current (and none held): no work can be running in it.
-        if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
-    }
+    Result<void> result =
+        in_context(owner.handle(), [] { return call_driver(&DriverTable::cuCtxSynchronize_v2000); });
+    // No context current (and none held): no work can be running in it.
+    if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
     for (int device = 0; device < 64; ++device) {
         if ((devices & (std::uint64_t{1} << device)) == 0) continue;
         if (!owner.empty() && owner.device() == static_cast<CUdevice>(device)) continue;

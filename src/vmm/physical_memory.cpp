@@ -38,10 +38,8 @@ constexpr detail::Operation kCreate{"PhysicalMemory::create"};
 }  // namespace
 
 Result<PhysicalMemory> PhysicalMemory::create(const AllocationProperties& properties, std::size_t size) {
-    CUDYN_TRY(properties.validate());
     if (size == 0) return kCreate.invalid("size must be non-zero");
-    CUDYN_TRY(detail::require_entry(&DriverTable::cuMemGetAllocationGranularity_v10020));
-    CUDYN_TRY(properties.check_supported());
+    CUDYN_TRY(detail::check_properties_for(properties, kCreate));
     CUDYN_TRY_ASSIGN(const std::size_t granularity, detail::query_granularity(properties, Granularity::Minimum));
     if (size % granularity != 0)
         return kCreate.invalid("size " + std::to_string(size) + " is not a multiple of the allocation granularity " +

@@ -58,6 +58,7 @@
 #include "cudyn/share/range_sharing.hpp"
 #include "cudyn/memory/copy_3d.hpp"
 #include "cudyn/memory/pitched_buffer.hpp"
+#include "cudyn/memory/memory_info.hpp"
 #include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/checkpoint/checkpoint_preparation.hpp"
 #include "cudyn/checkpoint/process_checkpoint.hpp"
@@ -848,6 +849,208 @@ std::vector<Row> range_rows() {
 std::string device0_uuid() { return take(take(cudyn::Device::get(0)).uuid()).to_string(); }
 constexpr auto kLockTimeout = std::chrono::seconds(5);
 
+// Calls that switch to the context of what they work on and back. The
+// caller's context is device 1's; what the operation works on is device 0's.
+// The caller's context is back when the operation returns, or the operation
+// failed saying it is not: then device 0's is still current (the only way
+// the sweep can fail a put-back is to fail a cuCtxSetCurrent that follows a
+// switch, an even-numbered one). The sweep's device-0 context is made
+// current again afterwards.
+struct CallerOnDevice1 {
+    cudyn::PrimaryContext context0 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(0))));
+    cudyn::PrimaryContext context1 = take(cudyn::PrimaryContext::retain(take(cudyn::Device::get(1))));
+
+    void enter() const { require_ok(context1.make_current()); }
+    void check_and_leave(const Trial& t) const {
+        CUcontext current = nullptr;
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxGetCurrent_v4000, &current));
+        const std::string prefix = "cuCtxSetCurrent:";
+        const bool put_back_failed = t.injected() && t.fault().rfind(prefix, 0) == 0 &&
+                                     std::stoi(t.fault().substr(prefix.size())) % 2 == 0;
+        INFO("error: " << t.error());
+        if (put_back_failed) {
+            CHECK(t.error().find("the caller's context could not be put back") != std::string::npos);
+            CHECK(current == context0.handle());
+        } else {
+            CHECK(current == context1.handle());
+        }
+        require_ok(context0.make_current());
+    }
+};
+
+std::vector<Row> context_switch_rows(const IpcMemoryDescriptor& peer_memory) {
+    return {
+        {"copy_peer (synchronous, into device 0, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto destination = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(caller.context1.make_current());
+             auto source = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(source.fill(kStamp));
+             t.operation([&] {
+                 return cudyn::copy_peer(destination.device_span(), caller.context0, source.device_span(), caller.context1);
+             });
+             caller.check_and_leave(t);
+             require_ok(cudyn::copy_peer(destination.device_span(), caller.context0, source.device_span(), caller.context1));
+             CHECK(read_device(destination.device_address(), 1024) == std::vector<std::uint32_t>(1024, kStamp));
+         }},
+        {"copy_peer(stream) (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto destination = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             auto stream = take(cudyn::Stream::create());
+             require_ok(caller.context1.make_current());
+             auto source = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             require_ok(source.fill(kStamp));
+             t.operation([&] {
+                 return cudyn::copy_peer(destination.device_span(), caller.context0, source.device_span(),
+                                         caller.context1, stream);
+             });
+             caller.check_and_leave(t);
+             require_ok(stream.synchronize());
+         }},
+        {"device_memory_info (device 0's, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             caller.enter();
+             t.operation([&] { return cudyn::device_memory_info(caller.context0); });
+             caller.check_and_leave(t);
+         }},
+        {"enable_peer_access (from device 0, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             require_ok(cudyn::disable_peer_access(caller.context0, caller.context1));
+             caller.enter();
+             t.operation([&] { return cudyn::enable_peer_access(caller.context0, caller.context1); });
+             caller.check_and_leave(t);
+             require_ok(cudyn::enable_peer_access(caller.context0, caller.context1));
+             require_ok(cudyn::disable_peer_access(caller.context0, caller.context1));
+         }},
+        {"disable_peer_access (from device 0, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             require_ok(cudyn::enable_peer_access(caller.context0, caller.context1));
+             caller.enter();
+             t.operation([&] { return cudyn::disable_peer_access(caller.context0, caller.context1); });
+             caller.check_and_leave(t);
+             require_ok(cudyn::disable_peer_access(caller.context0, caller.context1));
+         }},
+        {"Event::wait (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto stream = take(cudyn::Stream::create());
+             auto event = take(cudyn::Event::create());
+             require_ok(event.record(stream));
+             caller.enter();
+             t.operation([&] { return event.wait(stream); });
+             caller.check_and_leave(t);
+             require_ok(stream.synchronize());
+         }},
+        {"IpcEvent::record (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto stream = take(cudyn::Stream::create());
+             auto event = take(cudyn::IpcEvent::create());
+             caller.enter();
+             t.operation([&] { return event.record(stream); });
+             caller.check_and_leave(t);
+             require_ok(event.synchronize());
+         }},
+        {"Stream::destroy (device 0's, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto stream = take(cudyn::Stream::create());
+             caller.enter();
+             t.operation([&] { return stream.destroy(); });
+             caller.check_and_leave(t);
+             require_ok(stream.destroy());  // destroyed once the driver took it, put-back or not
+         }},
+        {"Event::destroy (device 0's, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto event = take(cudyn::Event::create());
+             caller.enter();
+             t.operation([&] { return event.destroy(); });
+             caller.check_and_leave(t);
+             require_ok(event.destroy());
+         }},
+        {"Event::record (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto stream = take(cudyn::Stream::create());
+             auto event = take(cudyn::Event::create());
+             caller.enter();
+             t.operation([&] { return event.record(stream); });
+             caller.check_and_leave(t);
+             require_ok(event.synchronize());
+         }},
+        {"StreamOrderedBuffer::copy_from(host) (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+             auto stream = take(cudyn::Stream::create());
+             auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+             const std::vector<std::uint32_t> values = iota_vector(1024, 7);
+             caller.enter();
+             t.operation([&] { return buffer.copy_from(values); });
+             caller.check_and_leave(t);
+             require_ok(buffer.free());
+             require_ok(stream.synchronize());
+         }},
+        {"ImportedIpcMemory::suspend (device 0's import, the caller's context device 1's)",
+         [&peer_memory](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto memory = take(cudyn::import_ipc_memory(peer_memory));
+             caller.enter();
+             t.operation([&] { return memory.suspend(); });
+             caller.check_and_leave(t);
+             // Closed by the driver, put-back or not: recorded as suspended. Else still open; a retry suspends.
+             const bool closed = !t.injected() || t.error().find("could not be put back") != std::string::npos;
+             CHECK(memory.suspended() == closed);
+             if (!closed) require_ok(memory.suspend());
+             require_ok(memory.resume());
+             CHECK(memory.device_address() != 0);
+         }},
+        {"ImportedIpcMemory::resume (device 0's import, the caller's context device 1's)",
+         [&peer_memory](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto memory = take(cudyn::import_ipc_memory(peer_memory));
+             require_ok(memory.suspend());
+             caller.enter();
+             t.operation([&] { return memory.resume(); });
+             caller.check_and_leave(t);
+             // Open again, put-back or not: recorded so. Else still suspended; a retry resumes.
+             const bool opened = !t.injected() || t.error().find("could not be put back") != std::string::npos;
+             CHECK(memory.suspended() != opened);
+             if (!opened) require_ok(memory.resume());
+             CHECK(memory.device_address() != 0);
+         }},
+        {"DeviceBuffer::free (device 0's, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1024));
+             caller.enter();
+             t.operation([&] { return buffer.free(); });
+             caller.check_and_leave(t);
+             // Freed once the driver took it, put-back or not; else still owned, and a retry frees.
+             require_ok(buffer.free());
+             CHECK(buffer.empty());
+         }},
+        {"StreamOrderedBuffer::free (a device-0 stream, the caller's context device 1's)",
+         [](Trial& t) {
+             const CallerOnDevice1 caller;
+             auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+             auto stream = take(cudyn::Stream::create());
+             auto buffer = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+             caller.enter();
+             t.operation([&] { return buffer.free(); });
+             caller.check_and_leave(t);
+             require_ok(buffer.free());
+             require_ok(stream.synchronize());
+         }},
+    };
+}
+
 std::vector<Row> checkpoint_rows(const IpcMemoryDescriptor& peer_memory) {
     using cudyn::ProcessCheckpoint;
     using cudyn::ProcessState;
@@ -993,6 +1196,7 @@ TEST_CASE("fault sweep: every multi-call operation, each of its driver calls fai
     std::vector<Row> all_rows = rows(peer_memory, peer_event);
     for (Row& row : share_any_rows(peer_shares)) all_rows.push_back(std::move(row));
     for (Row& row : range_rows()) all_rows.push_back(std::move(row));
+    for (Row& row : context_switch_rows(peer_memory)) all_rows.push_back(std::move(row));
 
     const std::size_t total = sweep(all_rows);
     INFO("injection points in all: " << total);

@@ -398,6 +398,21 @@ TEST_CASE("rank record: a CUresult or ErrorCode from a newer peer does not leave
     CHECK(record->probe_failure->driver_result == CUDA_ERROR_UNKNOWN);
 }
 
+TEST_CASE("rank record: a u32 past INT_MAX for an int (driver version, error code) is refused, not cut",
+          "[unit][mpi-records]") {
+    const auto rank = [](std::uint32_t driver_version, std::uint32_t probe_code) {
+        Bytes wire;
+        wire.text("CUDYNRNK", 8).u16(1).u16(112).u32(0);
+        wire.u32(0).u32(driver_version).u32(0).u16(0).u16(24).u16(0).u16(0);
+        wire.u32(probe_code).u32(0).u32(0);
+        wire.zeros(16).text("n", 64);
+        return wire.finish();
+    };
+    REQUIRE(parse(rank(0x7fffffffu, 0x80000000u)).has_value());  // ErrorCode INT_MAX: still an int
+    check_malformed(rank(0x80000000u, 0), "driver version 2147483648, more than an int holds");
+    check_malformed(rank(13000, 0x80000001u), "error code 2147483648, more than an int holds");
+}
+
 TEST_CASE("capability agreement: AND of flags, lowest versions, and who lacks what", "[unit][mpi-records]") {
     using Caps = cudyn::DeviceCapabilities;
     std::vector<RankRecord> records;

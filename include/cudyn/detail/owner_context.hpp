@@ -10,6 +10,7 @@
 #include <cuda.h>
 
 #include <memory>
+#include <utility>
 
 namespace cudyn::detail {
 
@@ -49,13 +50,16 @@ public:
     // The same, reporting the driver's answer when this was the last
     // reference; a refusal keeps the reference (retry).
     Result<void> release();
-    // An owner's release: `release` runs with this context current (and the
-    // caller's put back), then this reference is dropped, after the release,
-    // because the context must outlive what was released into it. When the
-    // context cannot be made current, or the release fails, the error comes
-    // back and the reference is kept: the owner still owns, and may retry.
-    template <typename Release>
-    Result<void> release_into(Release&& release);
+    // An owner's release: `release` runs with this context current, the
+    // caller's is put back, then `forget` empties the owner's record (this
+    // reference with it), after the release, because the context must outlive
+    // what was released into it. When the context cannot be made current, or
+    // the release fails, the error comes back and nothing is forgotten: the
+    // owner still owns, and may retry. A release that succeeded is forgotten
+    // even when the caller's context could not be put back; that is reported
+    // (ContextScope::finish), and a retry finds the owner empty.
+    template <typename Release, typename Forget>
+    Result<void> release_into(Release&& release, Forget&& forget);
 
 private:
     std::shared_ptr<ContextRetain> context_;
@@ -67,8 +71,12 @@ Result<void> release_primary_context(CUdevice device);
 
 // Makes `context` current on the calling thread for a scope, and puts the
 // previous one back at its end (nothing is changed when it already is
-// current, or when `context` is empty). Whether that worked is status(): an
-// explicit operation reports it, a destructor goes on regardless.
+// current, or when `context` is empty). Whether the switch worked is
+// status(). The rule every switching call follows: the caller's context is
+// back when the call returns, or the call fails saying it is not. So an
+// explicit operation ends the scope with finish(), which reports a failed
+// put-back; only a destructor leaves it to the scope's end, where a failure
+// goes unreported (a destructor has no one to tell).
 class ContextScope {
 public:
     explicit ContextScope(CUcontext context) noexcept;
@@ -81,22 +89,60 @@ public:
     // answer to cuCtxGetCurrent / cuCtxSetCurrent.
     const Result<void>& status() const noexcept { return status_; }
 
+    // Puts the caller's context back now (one attempt; the end of the scope
+    // then changes nothing) and returns `result`, the answer of what ran in
+    // the scope; or, when the caller's context could not be put back, an
+    // error saying so, and that this scope's context stays current on the
+    // thread (naming `result`'s own failure too, if it failed).
+    template <typename T>
+    Result<T> finish(Result<T> result) {
+        if (!switched_) return result;
+        Result<void> restored = restore();
+        if (restored) return result;
+        return not_restored(std::move(restored).error(), result ? nullptr : &result.error());
+    }
+
 private:
+    Result<void> restore() noexcept;
+    Error not_restored(Error restore_error, const Error* call_error) const;
+
+    CUcontext context_ = nullptr;
     CUcontext previous_ = nullptr;
     bool switched_ = false;
     Result<void> status_;
 };
 
-template <typename Release>
-Result<void> OwnerContext::release_into(Release&& release) {
-    Result<void> released = ok();
-    {
-        const ContextScope scope(handle());
-        released = scope.status();
-        if (released) released = release();
-    }
-    if (released) reset();
+// Runs `call` with `context` current and the caller's put back (nothing
+// switched when `context` is empty or already current): the call's answer,
+// the switch's refusal (the call does not run), or the put-back's (the call
+// ran: ContextScope::finish).
+template <typename Call>
+auto in_context(CUcontext context, Call&& call) -> decltype(call()) {
+    ContextScope scope(context);
+    if (!scope.status()) return scope.status().error();
+    return scope.finish(call());
+}
+
+// A release in `context` (OwnerContext::release_into's rule, for owners
+// that release into another context than the one they keep, such as a
+// stream's): `release` runs with `context` current, then the caller's is put
+// back; `forget` empties the owner's record when the driver took it back,
+// even when the put-back failed (a retry must not release it twice), and
+// nothing of the record is touched afterwards.
+template <typename Release, typename Forget>
+Result<void> release_in_context(CUcontext context, Release&& release, Forget&& forget) {
+    ContextScope scope(context);
+    if (!scope.status()) return scope.status().error();
+    Result<void> released = release();
+    const bool done = released.has_value();
+    released = scope.finish(std::move(released));
+    if (done) forget();
     return released;
+}
+
+template <typename Release, typename Forget>
+Result<void> OwnerContext::release_into(Release&& release, Forget&& forget) {
+    return release_in_context(handle(), std::forward<Release>(release), std::forward<Forget>(forget));
 }
 
 }  // namespace cudyn::detail

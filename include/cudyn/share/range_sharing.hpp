@@ -116,8 +116,12 @@ public:
     RangeExporter() noexcept = default;  // empty
 
     // The whole layout of generation(), every chunk exported again (new
-    // descriptors each call). InvalidArgument when the range changed since
-    // (take an update() first).
+    // descriptors each call): what was published, not what is mapped now, so
+    // a late importer joins at the generation the others hold and applies
+    // the next update() as they do. Chunks mapped since (a growth) are not
+    // in it; they come with that update. InvalidArgument when a published
+    // chunk is no longer mapped where it was (a shrink or a release since):
+    // take an update() first.
     Result<RangeDescriptor> describe() const;
     // What changed since generation(): the chunks that stay from the start,
     // then every chunk after them exported, as generation() + 1. A failure

@@ -17,6 +17,7 @@
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/memory/copy_plan.hpp"
 #include "cudyn/memory/device_buffer.hpp"
+#include "cudyn/memory/memory_info.hpp"
 #include "cudyn/memory/peer_copy.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 
@@ -259,6 +260,45 @@ TEST_CASE("peer copies move bytes between the devices, synchronous and on a stre
     require_ok(on1.copy_to(cudyn::HostSpan<std::uint32_t>(out)));
     CHECK(std::equal(out.begin(), out.begin() + 1024, pattern.begin()));
     CHECK(out[1024] == 0u);
+}
+
+TEST_CASE("a context switch that cannot be undone is an error: copy_peer and device_memory_info say so",
+          "[emulated][cuda11][multi-device]") {
+    auto context1 = activate(1);
+    auto on1 = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(4096));
+    auto context0 = activate(0);
+    auto on0 = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(4096));
+    require_ok(on0.fill(0xABCDu));
+    const auto current = [] {
+        CUcontext now = nullptr;
+        require_ok(call_driver(&DriverTable::cuCtxGetCurrent_v4000, &now));
+        return now;
+    };
+    {
+        // The caller is on device 0; the copy switches to device 1's context
+        // (cuCtxSetCurrent 1), and putting device 0's back (2) fails.
+        const ScopedFault fault("cuCtxSetCurrent:2:CUDA_ERROR_INVALID_CONTEXT");
+        require_error(cudyn::copy_peer(on1.device_span(), context1, on0.device_span(), context0), ErrorCode::Driver,
+                      "copy_peer: the caller's context could not be put back");
+    }
+    // Said, not hidden: device 1's context is what is current now, and the copy itself was done.
+    CHECK(current() == context1.handle());
+    require_ok(context0.make_current());
+    std::vector<std::uint32_t> out(4096, 0);
+    require_ok(on1.copy_to(cudyn::HostSpan<std::uint32_t>(out)));
+    CHECK(out[4095] == 0xABCDu);
+    {
+        const ScopedFault fault("cuCtxSetCurrent:2:CUDA_ERROR_INVALID_CONTEXT");
+        require_error(cudyn::device_memory_info(context1), ErrorCode::Driver,
+                      "device_memory_info: the caller's context could not be put back");
+    }
+    CHECK(current() == context1.handle());
+    require_ok(context0.make_current());
+    // Without the fault both put the caller's context back.
+    require_ok(cudyn::copy_peer(on1.device_span(), context1, on0.device_span(), context0));
+    CHECK(current() == context0.handle());
+    CHECK(take(cudyn::device_memory_info(context1)).device == 1);
+    CHECK(current() == context0.handle());
 }
 
 TEST_CASE("a device-1 stream works while device 0's context is current", "[emulated][cuda11][multi-device]") {

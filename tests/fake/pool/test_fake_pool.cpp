@@ -406,6 +406,41 @@ TEST_CASE("pools by location: host and host NUMA pools, their buffers, default a
     require_ok(stream.synchronize());
 }
 
+TEST_CASE("location-keyed pool look-ups refuse a device that does not exist and host NUMA current, naming the "
+          "location, before the driver",
+          "[emulated][pool]") {
+    auto context = activate(0);
+    auto pool = take(MemoryPool::create(PoolProperties::device(0)));
+    const DriverSnapshot untouched({"cuMemGetDefaultMemPool", "cuMemGetMemPool", "cuMemSetMemPool",
+                                    "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool", "cuDeviceSetMemPool"});
+    const Location missing = Location::device(2);  // the suites' fake has two devices
+    const Location numa_current = Location::host_numa_current();
+    require_error(MemoryPool::default_for(missing), ErrorCode::InvalidArgument,
+                  "MemoryPool::default_for: device 2 does not exist: 2 device(s) visible");
+    require_error(MemoryPool::current_for(missing), ErrorCode::InvalidArgument,
+                  "MemoryPool::current_for: device 2 does not exist");
+    require_error(pool.set_current_for(missing), ErrorCode::InvalidArgument,
+                  "MemoryPool::set_current_for: device 2 does not exist");
+    require_error(MemoryPool::managed_default_for(missing), ErrorCode::InvalidArgument,
+                  "MemoryPool::managed_default_for: device 2 does not exist");
+    require_error(MemoryPool::managed_current_for(missing), ErrorCode::InvalidArgument,
+                  "MemoryPool::managed_current_for: device 2 does not exist");
+    require_error(pool.set_managed_current_for(missing), ErrorCode::InvalidArgument,
+                  "MemoryPool::set_managed_current_for: device 2 does not exist");
+    require_error(MemoryPool::default_for(numa_current), ErrorCode::InvalidArgument,
+                  "MemoryPool::default_for: host NUMA current is no pool's location");
+    require_error(MemoryPool::current_for(numa_current), ErrorCode::InvalidArgument,
+                  "MemoryPool::current_for: host NUMA current is no pool's location");
+    require_error(pool.set_current_for(numa_current), ErrorCode::InvalidArgument,
+                  "MemoryPool::set_current_for: host NUMA current is no pool's location");
+    require_error(MemoryPool::managed_current_for(numa_current), ErrorCode::InvalidArgument,
+                  "MemoryPool::managed_current_for: host NUMA current is no pool's location");
+    untouched.require_untouched();
+    // The same look-ups of locations that exist reach the driver and answer.
+    CHECK(take(MemoryPool::default_for(Location::device(1))).location() == Location::device(1));
+    CHECK(take(MemoryPool::current_for(Location::host_numa(0))).location() == Location::host_numa(0));
+}
+
 TEST_CASE("pools by location: NotSupported where no device reports host pools", "[emulated][pool]") {
     auto context = activate(0);
     {

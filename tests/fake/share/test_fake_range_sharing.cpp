@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -487,6 +488,135 @@ TEST_CASE("a range of more chunks than one message carries travels as several, r
         auto opening = take(ends.second.receive(cudyn::kRangeMessageTag));
         CHECK(opening.descriptors.size() == FdChannel::kMaxDescriptors);
         require_error(cudyn::receive_range(ends.second), ErrorCode::InvalidArgument, "chunks 253");
+    }
+    CHECK(open_descriptors() == descriptors);
+}
+
+namespace {
+
+// A range of `count` 2 MiB POSIX chunks over /dev/null, an 8-chunk reservation.
+RangeDescriptor null_range(std::size_t count) {
+    RangeDescriptor range;
+    range.exporter = cudyn::detail::RecordAccess::exporter(12345, 678);
+    range.range_id = 0x7f0000000000;
+    range.reserved_bytes = 8 * kChunk;
+    range.alignment_bytes = kChunk;
+    range.generation = 1;
+    FileDescriptor null_device(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    for (std::size_t i = 0; i < count; ++i) {
+        RangeChunk chunk;
+        chunk.offset_bytes = i * kChunk;
+        chunk.size_bytes = kChunk;
+        chunk.location = Location::device(0);
+        chunk.handle_type = HandleType::PosixFileDescriptor;
+        chunk.fd = take(null_device.duplicate());
+        range.chunks.push_back(std::move(chunk));
+    }
+    return range;
+}
+
+void put_u32(std::vector<std::uint8_t>& bytes, std::size_t at, std::uint32_t value) {
+    for (int i = 0; i < 4; ++i) bytes[at + i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+void put_u64(std::vector<std::uint8_t>& bytes, std::size_t at, std::uint64_t value) {
+    for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+
+// Where the fields sit in a range message (src/share/range_message.cpp's
+// layouts): the 104-byte range record, then 112 bytes per chunk.
+constexpr std::size_t kRangeRecordBytes = 104;
+constexpr std::size_t kTotalChunksAt = 80;
+constexpr std::size_t kChunkRecordBytes = 112;
+constexpr std::size_t kHandleTypeAt = 36;  // within a chunk record
+constexpr std::size_t kLocationIdAt = 40;
+
+}  // namespace
+
+TEST_CASE("describe() after a growth without update() is the published generation, which a late importer "
+          "follows with the next update()",
+          "[emulated][cuda11][range-share]") {
+    auto context = activate(0);
+    const DriverSnapshot before;
+    {
+        GrowableBuffer buffer = shareable_buffer();
+        require_ok(buffer.grow_to(2 * kChunk));
+        RangeExporter exporter = take(RangeExporter::create(buffer));
+        require_ok(buffer.grow_to(3 * kChunk));
+        // Still generation 1, its two chunks: the third comes with update().
+        RangeDescriptor late = take(exporter.describe());
+        CHECK(late.generation == 1);
+        CHECK(late.chunks.size() == 2);
+        CHECK(exporter.generation() == 1);
+        ImportedRange imported = take(cudyn::import_range(as_if_from_another(std::move(late))));
+        CHECK(imported.size_bytes() == 2 * kChunk);
+        RangeDescriptor update = take(exporter.update());
+        CHECK(update.generation == 2);
+        CHECK(update.kept_chunks == 2);
+        require_ok(imported.apply(as_if_from_another(std::move(update))));
+        CHECK(imported.size_bytes() == 3 * kChunk);
+        // A published chunk no longer mapped cannot be described.
+        require_ok(buffer.shrink_to(kChunk));
+        require_error(exporter.describe(), ErrorCode::InvalidArgument, "the range changed since it was published");
+        require_ok(imported.close());
+    }
+    CHECK(before.live_delta() == 0);
+}
+
+TEST_CASE("receive_range refuses what a message cannot mean at once: a location id past an int, a fabric chunk "
+          "without a handle, more chunks than the reservation holds",
+          "[emulated][cuda11][range-share]") {
+    const long descriptors = open_descriptors();
+    {
+        // One chunk's message as send_descriptor writes it, changed, sent as it is.
+        const auto message_of = [](const RangeDescriptor& range) {
+            auto ends = take(FdChannel::pair());
+            require_ok(cudyn::send_descriptor(ends.first, range));
+            return take(ends.second.receive(cudyn::kRangeMessageTag));
+        };
+        const auto received = [](const std::vector<std::uint8_t>& payload, const std::vector<int>& fds) {
+            auto ends = take(FdChannel::pair());
+            require_ok(ends.first.send_with_descriptors(cudyn::kRangeMessageTag, payload.data(), payload.size(), fds));
+            // A short wait: a refusal must come now, not as a timeout.
+            return cudyn::receive_range(ends.second, std::chrono::milliseconds(200));
+        };
+        const RangeDescriptor one = null_range(1);
+        auto sent = message_of(one);
+        const std::vector<int> fds{sent.descriptors.at(0).get()};
+        REQUIRE(sent.payload.size() == kRangeRecordBytes + kChunkRecordBytes);
+        REQUIRE(received(sent.payload, fds).has_value());  // unchanged, it is read
+
+        // Device 2^40 was read as device 0.
+        auto far = sent.payload;
+        put_u64(far, kRangeRecordBytes + kLocationIdAt, std::uint64_t{1} << 40);
+        require_error(received(far, fds), ErrorCode::InvalidArgument, "chunk 0 names location id 1099511627776");
+        put_u64(far, kRangeRecordBytes + kLocationIdAt, static_cast<std::uint64_t>(-(std::int64_t{1} << 33)));
+        require_error(received(far, fds), ErrorCode::InvalidArgument, "no device or NUMA node has");
+
+        // A fabric chunk whose handle is all zero: refused by the reader, and by validate().
+        auto zero_fabric = sent.payload;
+        put_u32(zero_fabric, kRangeRecordBytes + kHandleTypeAt, static_cast<std::uint32_t>(HandleType::Fabric));
+        require_error(received(zero_fabric, {}), ErrorCode::InvalidArgument,
+                      "receive_range: chunk 0 is a fabric chunk whose handle is all zero");
+        RangeDescriptor fabric = null_range(1);
+        (void)fabric.chunks[0].fd.close();
+        fabric.chunks[0].handle_type = HandleType::Fabric;
+        require_error(fabric.validate(), ErrorCode::InvalidArgument,
+                      "RangeDescriptor: chunk 0 is a fabric chunk whose handle is all zero");
+        {
+            // import_range asks the driver nothing for it.
+            auto context = activate(0);
+            const DriverSnapshot untouched({"cuMemAddressReserve", "cuMemImportFromShareableHandle", "cuMemMap"});
+            require_error(cudyn::import_range(std::move(fabric)), ErrorCode::InvalidArgument, "all zero");
+            untouched.require_untouched();
+        }
+
+        // 2^40 chunks announced for an 8-chunk reservation: InvalidArgument, not the timeout.
+        auto impossible = sent.payload;
+        put_u64(impossible, kTotalChunksAt, std::uint64_t{1} << 40);
+        require_error(received(impossible, fds), ErrorCode::InvalidArgument,
+                      "announces 1099511627776 chunks after 0 kept, more than the 8");
+        put_u64(impossible, kTotalChunksAt, 9);
+        require_error(received(impossible, fds), ErrorCode::InvalidArgument, "more than the 8");
     }
     CHECK(open_descriptors() == descriptors);
 }

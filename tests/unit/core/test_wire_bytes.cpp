@@ -10,6 +10,8 @@
 #include "cudyn/share/physical_memory_sharing.hpp"
 #include "cudyn/share/pool_sharing.hpp"
 
+#include "core/wire_format.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,12 +49,74 @@ private:
     std::vector<std::uint8_t> bytes_;
 };
 
+// A record whose members are narrower than their wire fields, as a device
+// ordinal (int) in a u64 field: the reader refuses what a member cannot hold.
+struct Narrow {
+    static constexpr std::size_t kSerializedSize = 16 + 8 + 4 + 2;
+    enum class Kind : std::uint8_t { First, Second };
+    std::int32_t device = 0;
+    std::uint16_t count = 0;
+    Kind kind = Kind::First;
+};
+
 template <typename Array>
 std::vector<std::uint8_t> as_vector(const Array& array) {
     return std::vector<std::uint8_t>(array.begin(), array.end());
 }
 
 }  // namespace
+
+template <>
+struct cudyn::detail::WireLayout<Narrow> {
+    static constexpr char kMagic[9] = "CUDYNNAR";
+    static constexpr const char* kName = "Narrow";
+    template <typename Wire, typename Record>
+    static constexpr void fields(Wire& wire, Record& record) {
+        wire.u64(record.device);
+        wire.u32(record.count);
+        wire.u16(record.kind);
+    }
+};
+
+TEST_CASE("a wire field read into a narrower member: a value the member holds is read, one it cannot is refused",
+          "[unit][wire]") {
+    const auto read = [](std::uint64_t device, std::uint32_t count, std::uint16_t kind) {
+        Bytes wire("CUDYNNAR", Narrow::kSerializedSize);
+        wire.u64(device).u32(count);
+        std::vector<std::uint8_t> bytes = wire.get();
+        bytes.push_back(static_cast<std::uint8_t>(kind));
+        bytes.push_back(static_cast<std::uint8_t>(kind >> 8));
+        Narrow record;
+        auto parsed = cudyn::detail::read_record(bytes.data(), bytes.size(), record);
+        return parsed ? cudyn::Result<Narrow>(record) : cudyn::Result<Narrow>(parsed.error());
+    };
+    // What the writer writes for any value the members hold comes back.
+    Narrow sent;
+    sent.device = -1;
+    sent.count = 65535;
+    sent.kind = Narrow::Kind::Second;
+    const auto written = cudyn::detail::write_record(sent);
+    Narrow back;
+    REQUIRE(cudyn::detail::read_record(written.data(), written.size(), back).has_value());
+    CHECK(back.device == -1);
+    CHECK(back.count == 65535);
+    CHECK(back.kind == Narrow::Kind::Second);
+    const auto largest = read(0x7fffffff, 0, 255);
+    REQUIRE(largest.has_value());
+    CHECK(largest->device == 0x7fffffff);
+    const auto smallest = read(static_cast<std::uint64_t>(std::int64_t{-0x7fffffff} - 1), 0, 0);
+    REQUIRE(smallest.has_value());
+    CHECK(smallest->device == -0x7fffffff - 1);
+
+    // Past them: refused, never cut (device 2^40 would read as device 0).
+    for (const auto& refused : {read(std::uint64_t{1} << 40, 0, 0), read(0x80000000u, 0, 0),
+                                read(static_cast<std::uint64_t>(std::int64_t{-0x7fffffff} - 2), 0, 0),
+                                read(0, 65536, 0), read(0, 0, 256)}) {
+        REQUIRE_FALSE(refused.has_value());
+        CHECK(refused.error().code == cudyn::ErrorCode::InvalidArgument);
+        CHECK(refused.error().message == "Narrow: an integer field holds a value outside the range of what it describes");
+    }
+}
 
 TEST_CASE("IpcMemoryDescriptor's wire bytes: header, pid, token, allocation size, offset, size, handle",
           "[unit][wire]") {
