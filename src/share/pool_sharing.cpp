@@ -322,21 +322,32 @@ Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool, const Poo
 }
 
 Result<void> ImportedPoolMemory::Held::release() {
-    // cuMemFree does not wait for work on pool memory (cuda.h says so): the
-    // context's work is waited for first, as closing a legacy IPC handle
-    // does, so that no kernel still reads the import when it goes.
-    // A stream-ordered free waits for nothing: the stream's earlier work is
+    // Both forms free with cuMemFreeAsync. An import freed with cuMemFree
+    // (which the driver also accepts) was reported by compute-sanitizer's
+    // leak check as never freed at the importer's exit, while one freed with
+    // cuMemFreeAsync was not.
+    // Without a stream: the context's work is waited for first (a free does
+    // not wait for work on pool memory, cuda.h says so), as closing a legacy
+    // IPC handle does, so that no kernel still reads the import when it goes;
+    // then the free runs on the context's default stream and is waited for,
+    // because the exporter may free the memory only once every importer's
+    // free has completed.
+    // With a stream: it waits for nothing; the stream's earlier work is
     // ordered before it, and the program orders other streams' work (the
     // rule StreamOrderedBuffer follows). The context is made current for it
     // too: a default-stream handle means the current context's stream.
-    CUDYN_TRY(context.release_into([this]() -> Result<void> {
+    bool freed = false;
+    auto released = context.release_into([this, &freed]() -> Result<void> {
         if (stream_ordered) return call_driver(&DriverTable::cuMemFreeAsync_v11020, base, stream);
         CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
-        return call_driver(&DriverTable::cuMemFree_v3020, base);
-    }));
+        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, base, CUstream{nullptr}));
+        freed = true;  // from here on the driver no longer holds it for us
+        return call_driver(&DriverTable::cuStreamSynchronize_v2000, CUstream{nullptr});
+    });
+    if (!released && !freed) return released;
     detail::forget_pool_import(pool);
-    *this = Held{};
-    return ok();
+    *this = Held{};  // a failed wait after the free: reported, but nothing is left to free again
+    return released;
 }
 
 void ImportedPoolMemory::Held::abandon() noexcept { detail::forget_pool_import(pool); }

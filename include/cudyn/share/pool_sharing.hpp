@@ -144,8 +144,9 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, const 
 // free() or the destructor, in the context it was imported in. Two ways, as
 // the program chooses:
 //   * no stream named (the default): once that context's work is done
-//     (cuCtxSynchronize, then cuMemFree: cuMemFree does not wait for work on
-//     pool memory);
+//     (cuCtxSynchronize: a free does not wait for work on pool memory), by
+//     cuMemFreeAsync on the context's default stream, waited for before
+//     free() returns (a failed wait is reported, and the import is gone);
 //   * in stream order, as a StreamOrderedBuffer is freed: once use_on() or
 //     free(stream) named a stream, the free is cuMemFreeAsync on the stream
 //     named last, without waiting; the mapping goes when that stream reaches
@@ -197,12 +198,12 @@ private:
         CUmemoryPool pool = nullptr;  // the imported pool it came from
         detail::OwnerContext context;
         CUstream stream = nullptr;    // the stream of a stream-ordered free
-        bool stream_ordered = false;  // false: cuCtxSynchronize + cuMemFree
+        bool stream_ordered = false;  // false: cuCtxSynchronize, cuMemFreeAsync on the default stream, its wait
         detail::LedgerTicket ledger;
         detail::ImportTicket listed;
 
         bool empty() const noexcept { return base == 0; }
-        Result<void> release();   // cuMemFree_v2 (or cuMemFreeAsync on `stream`) in its context
+        Result<void> release();   // cuMemFreeAsync (waited for, or on `stream`) in its context
         void abandon() noexcept;  // the pool's record of imports forgets it even when the free failed
     };
     explicit ImportedPoolMemory(Held held) noexcept : held_(std::move(held)) {}
