@@ -314,7 +314,7 @@ Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool, const Poo
     const int device = context.empty() ? -1 : static_cast<int>(context.device());
     ImportedPoolMemory::Held held{base, static_cast<std::size_t>(descriptor.offset_bytes()),
                                   static_cast<std::size_t>(descriptor.size_bytes()), pool.handle(), std::move(context),
-                                  nullptr, false, {}, {}};
+                                  nullptr, false, false, {}, {}};
     held.ledger = detail::ledger_open(MemoryKind::PoolImported, device, held.size, static_cast<std::uintptr_t>(base));
     held.listed = detail::import_open(
         LiveImport{ImportKind::PoolMemory, device, static_cast<std::uintptr_t>(base + held.offset), held.size});
@@ -336,18 +336,20 @@ Result<void> ImportedPoolMemory::Held::release() {
     // ordered before it, and the program orders other streams' work (the
     // rule StreamOrderedBuffer follows). The context is made current for it
     // too: a default-stream handle means the current context's stream.
-    bool freed = false;
-    auto released = context.release_into([this, &freed]() -> Result<void> {
-        if (stream_ordered) return call_driver(&DriverTable::cuMemFreeAsync_v11020, base, stream);
-        CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
-        CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, base, CUstream{nullptr}));
-        freed = true;  // from here on the driver no longer holds it for us
+    CUDYN_TRY(context.release_into([this]() -> Result<void> {
+        if (!free_issued) {
+            if (stream_ordered) return call_driver(&DriverTable::cuMemFreeAsync_v11020, base, stream);
+            CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
+            CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, base, CUstream{nullptr}));
+            // The driver holds the import until the free has run: a failed
+            // wait keeps it held here, and a retry only waits.
+            free_issued = true;
+        }
         return call_driver(&DriverTable::cuStreamSynchronize_v2000, CUstream{nullptr});
-    });
-    if (!released && !freed) return released;
+    }));
     detail::forget_pool_import(pool);
-    *this = Held{};  // a failed wait after the free: reported, but nothing is left to free again
-    return released;
+    *this = Held{};
+    return ok();
 }
 
 void ImportedPoolMemory::Held::abandon() noexcept { detail::forget_pool_import(pool); }

@@ -146,7 +146,8 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, const 
 //   * no stream named (the default): once that context's work is done
 //     (cuCtxSynchronize: a free does not wait for work on pool memory), by
 //     cuMemFreeAsync on the context's default stream, waited for before
-//     free() returns (a failed wait is reported, and the import is gone);
+//     free() returns (after a failed wait the import stays held until
+//     free() is retried, which then only waits);
 //   * in stream order, as a StreamOrderedBuffer is freed: once use_on() or
 //     free(stream) named a stream, the free is cuMemFreeAsync on the stream
 //     named last, without waiting; the mapping goes when that stream reaches
@@ -180,7 +181,7 @@ public:
     bool stream_ordered() const noexcept { return held_->stream_ordered; }
     // Frees the import now (in stream order once a stream was named) and
     // reports the driver's answer; on a refusal it is still owned and free()
-    // may be retried.
+    // may be retried (a free already issued is not issued again).
     Result<void> free() { return held_.release(); }
     // Frees it in stream order on `stream` (cuMemFreeAsync), without waiting.
     Result<void> free(StreamRef stream) {
@@ -199,6 +200,7 @@ private:
         detail::OwnerContext context;
         CUstream stream = nullptr;    // the stream of a stream-ordered free
         bool stream_ordered = false;  // false: cuCtxSynchronize, cuMemFreeAsync on the default stream, its wait
+        bool free_issued = false;     // that free was enqueued; its wait failed (a retry only waits)
         detail::LedgerTicket ledger;
         detail::ImportTicket listed;
 

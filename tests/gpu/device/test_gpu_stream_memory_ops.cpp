@@ -166,7 +166,7 @@ TEST_CASE("a value write to pool memory is refused, and the error says it is poo
         const std::string text = written.error().describe();
         INFO(text);
         CHECK(written.error().driver_result == CUDA_ERROR_INVALID_VALUE);
-        CHECK(text.rfind("write_value32", 0) == 0);
+        CHECK(written.error().message.rfind("write_value32", 0) == 0);
         CHECK(text.find("belongs to a memory pool") != std::string::npos);
     }
     auto plain = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1));
