@@ -57,7 +57,9 @@ Result<void> unified_copy(CUdeviceptr to, CUdeviceptr from, std::size_t bytes, c
     });
 }
 
-CUdeviceptr host_address(const void* pointer) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pointer)); }
+CUdeviceptr host_address(const void* pointer) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pointer));
+}
 
 // A typed copy the driver refused with INVALID_VALUE, of memory that belongs
 // to a pool (one attribute query, on this path only): the pool may lie at a
@@ -85,7 +87,8 @@ Result<void> copy_host_to_device(const char* operation, DeviceExtent destination
     CUDYN_TRY_ASSIGN(auto to, host_transfer_range(operation, destination, offset, source, count, "source"));
     if (route == CopyRoute::Unified) return unified_copy(to.address, host_address(source), to.bytes, stream);
     auto typed = stream == nullptr
-                     ? finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyHtoD_v3020, to.address, source, to.bytes))
+                     ? finish_on_legacy_stream(
+                           call_driver(&DriverTable::cuMemcpyHtoD_v3020, to.address, source, to.bytes))
                      : in_stream_context(*stream, [&] {
                            return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes,
                                               stream->handle());
