@@ -5,6 +5,7 @@
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/owner_context.hpp"
 #include "cudyn/device/stream_ref.hpp"
+#include "cudyn/loader/driver_call.hpp"
 
 #include <cuda.h>
 
@@ -31,6 +32,19 @@ inline Result<bool> completion(Result<void> queried) {
 template <typename Call>
 auto in_stream_context(const StreamRef& stream, Call&& call) -> decltype(call()) {
     return in_context(stream.context_handle(), std::forward<Call>(call));
+}
+
+// The memory pool `address` was allocated from
+// (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE): null for memory of no pool, and
+// where the driver cannot say (before 11.2, an address it does not know).
+// One driver call, so asked only once the driver has refused something, to
+// find out why.
+inline CUmemoryPool pool_of(CUdeviceptr address) noexcept {
+    CUmemoryPool pool = nullptr;
+    if (!call_driver(&DriverTable::cuPointerGetAttribute_v4000, static_cast<void*>(&pool),
+                     CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, address))
+        return nullptr;
+    return pool;
 }
 
 }  // namespace cudyn::detail

@@ -5,6 +5,7 @@
 #include "core/internal.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "device/device_facts.hpp"
+#include "device/internal.hpp"
 
 #include <string>
 
@@ -102,6 +103,20 @@ Result<void> check_device(const Operation& op, const char* entry, Needs needs, b
     return ok();
 }
 
+// Why the driver refused, where cudyn can tell: it answers INVALID_VALUE,
+// and nothing more, to an operation on memory of a memory pool (measured:
+// cuStreamWriteValue32 on memory of the default pool and of a created device
+// pool, after a synchronize too). The pool is asked of the address only once
+// the driver refused (one pointer-attribute query; nothing on success).
+// Empty when that is not why.
+std::string pool_refusal(const Error& error, CUdeviceptr address) {
+    if (error.driver_result != CUDA_ERROR_INVALID_VALUE || detail::pool_of(address) == nullptr) return {};
+    return "the memory at " + detail::hex(address) +
+           " belongs to a memory pool (cuMemAllocAsync, cuMemAllocFromPoolAsync); the driver takes stream memory "
+           "operations only on memory outside pools (cuMemAlloc memory, pinned or registered host memory, VMM "
+           "mappings, IPC-opened memory)";
+}
+
 // One operation through the 11.7 entry `v2`, or the 8.0/9.0 entry `v1`.
 template <typename Pv2, typename Pv1, typename Value>
 Result<void> single(const Operation& op, Pv2 DriverTable::*v2, Pv1 DriverTable::*v1, const char* v2_name,
@@ -113,7 +128,11 @@ Result<void> single(const Operation& op, Pv2 DriverTable::*v2, Pv1 DriverTable::
     CUDYN_TRY(check_device(op, use_v2 ? v2_name : v1_name, needs, use_v2, stream));
     auto called = use_v2 ? call_driver(v2, stream.handle(), address, value, flags)
                          : call_driver(v1, stream.handle(), address, value, flags);
-    if (!called) return op.context(std::move(called).error());
+    if (!called) {
+        Error error = std::move(called).error();
+        if (std::string why = pool_refusal(error, address); !why.empty()) error.message = std::move(why);
+        return op.context(std::move(error));
+    }
     return ok();
 }
 
@@ -222,7 +241,18 @@ Result<void> StreamMemoryBatch::execute(StreamRef stream) const {
                          : call_driver(&DriverTable::cuStreamBatchMemOp_v8000, stream.handle(), count,
                                        operations.data(), 0u);
     if (!called) {
-        Error error = kBatch.context(std::move(called).error());
+        Error error = std::move(called).error();
+        // The first operation on pool memory, if any, is the one to name.
+        for (std::size_t i = 0; i < operations_.size(); ++i) {
+            const CUstreamBatchMemOpParams& p = operations_[i];
+            const bool write = p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_32 ||
+                               p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+            std::string why = pool_refusal(error, write ? p.writeValue.address : p.waitValue.address);
+            if (why.empty()) continue;
+            error.message = "operation " + std::to_string(i) + " (counting from 0): " + why;
+            break;
+        }
+        error = kBatch.context(std::move(error));
         error.message += " (one call for " + std::to_string(count) + " operations)";
         return error;
     }

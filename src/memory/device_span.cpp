@@ -7,6 +7,8 @@
 #include "memory/internal.hpp"
 #include "device/internal.hpp"
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -45,6 +47,34 @@ Result<DeviceBytes> host_transfer_range(const char* operation, DeviceExtent devi
     return DeviceBytes{device.address + offset * device.element_size, count * device.element_size};
 }
 
+// The unified copy (cuMemcpy / cuMemcpyAsync): the driver tells each side's
+// kind from its address. A host pointer passes as its own address.
+Result<void> unified_copy(CUdeviceptr to, CUdeviceptr from, std::size_t bytes, const StreamRef* stream) {
+    if (stream == nullptr)
+        return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpy_v4000, to, from, bytes));
+    return in_stream_context(*stream, [&] {
+        return call_driver(&DriverTable::cuMemcpyAsync_v4000, to, from, bytes, stream->handle());
+    });
+}
+
+CUdeviceptr host_address(const void* pointer) {
+    return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(pointer));
+}
+
+// A typed copy the driver refused with INVALID_VALUE, of memory that belongs
+// to a pool (one attribute query, on this path only): the pool may lie at a
+// host location, whose memory only the unified copy takes, so that copy is
+// made. When it is refused too, the typed copy's answer is the one reported.
+Result<void> unless_pool_memory(Result<void> typed, std::initializer_list<CUdeviceptr> device_sides, CUdeviceptr to,
+                                CUdeviceptr from, std::size_t bytes, const StreamRef* stream) {
+    if (typed || typed.error().driver_result != CUDA_ERROR_INVALID_VALUE) return typed;
+    bool pooled = false;
+    for (const CUdeviceptr side : device_sides) pooled = pooled || pool_of(side) != nullptr;
+    if (!pooled) return typed;
+    if (unified_copy(to, from, bytes, stream)) return ok();
+    return typed;
+}
+
 }  // namespace
 
 Result<void> finish_on_legacy_stream(Result<void> issued) {
@@ -53,28 +83,35 @@ Result<void> finish_on_legacy_stream(Result<void> issued) {
 }
 
 Result<void> copy_host_to_device(const char* operation, DeviceExtent destination, std::size_t offset,
-                                 const void* source, std::size_t count, const StreamRef* stream) {
+                                 const void* source, std::size_t count, const StreamRef* stream, CopyRoute route) {
     CUDYN_TRY_ASSIGN(auto to, host_transfer_range(operation, destination, offset, source, count, "source"));
-    if (stream == nullptr)
-        return finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyHtoD_v3020, to.address, source, to.bytes));
-    return in_stream_context(*stream, [&] {
-        return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes, stream->handle());
-    });
+    if (route == CopyRoute::Unified) return unified_copy(to.address, host_address(source), to.bytes, stream);
+    auto typed = stream == nullptr
+                     ? finish_on_legacy_stream(
+                           call_driver(&DriverTable::cuMemcpyHtoD_v3020, to.address, source, to.bytes))
+                     : in_stream_context(*stream, [&] {
+                           return call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, to.address, source, to.bytes,
+                                              stream->handle());
+                       });
+    return unless_pool_memory(std::move(typed), {to.address}, to.address, host_address(source), to.bytes, stream);
 }
 
 Result<void> copy_device_to_host(const char* operation, void* destination, std::size_t count, DeviceExtent source,
-                                 std::size_t offset, const StreamRef* stream) {
+                                 std::size_t offset, const StreamRef* stream, CopyRoute route) {
     CUDYN_TRY_ASSIGN(auto from, host_transfer_range(operation, source, offset, destination, count, "destination"));
-    if (stream == nullptr)
-        return call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from.address, from.bytes);
-    return in_stream_context(*stream, [&] {
-        return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from.address, from.bytes,
-                           stream->handle());
-    });
+    if (route == CopyRoute::Unified) return unified_copy(host_address(destination), from.address, from.bytes, stream);
+    auto typed = stream == nullptr
+                     ? call_driver(&DriverTable::cuMemcpyDtoH_v3020, destination, from.address, from.bytes)
+                     : in_stream_context(*stream, [&] {
+                           return call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, destination, from.address,
+                                              from.bytes, stream->handle());
+                       });
+    return unless_pool_memory(std::move(typed), {from.address}, host_address(destination), from.address, from.bytes,
+                              stream);
 }
 
 Result<void> copy_device_to_device(const char* operation, DeviceExtent destination, DeviceExtent source,
-                                   const StreamRef* stream) {
+                                   const StreamRef* stream, CopyRoute route) {
     CUDYN_TRY_ASSIGN(const std::size_t destination_bytes, extent_bytes(operation, destination, "the destination"));
     CUDYN_TRY_ASSIGN(const std::size_t source_bytes, extent_bytes(operation, source, "source"));
     const Operation caller(operation);
@@ -87,13 +124,16 @@ Result<void> copy_device_to_device(const char* operation, DeviceExtent destinati
     const bool overlap = source.address < destination.address + source_bytes &&
                          destination.address < source.address + source_bytes;
     if (overlap) return caller.invalid("source and destination overlap");
-    if (stream != nullptr)
-        return in_stream_context(*stream, [&] {
-            return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address, source.address,
-                               source_bytes, stream->handle());
-        });
-    return finish_on_legacy_stream(
-        call_driver(&DriverTable::cuMemcpyDtoD_v3020, destination.address, source.address, source_bytes));
+    if (route == CopyRoute::Unified) return unified_copy(destination.address, source.address, source_bytes, stream);
+    auto typed = stream != nullptr
+                     ? in_stream_context(*stream, [&] {
+                           return call_driver(&DriverTable::cuMemcpyDtoDAsync_v3020, destination.address,
+                                              source.address, source_bytes, stream->handle());
+                       })
+                     : finish_on_legacy_stream(call_driver(&DriverTable::cuMemcpyDtoD_v3020, destination.address,
+                                                           source.address, source_bytes));
+    return unless_pool_memory(std::move(typed), {destination.address, source.address}, destination.address,
+                              source.address, source_bytes, stream);
 }
 
 Result<void> set_device_bytes(const char* operation, DeviceExtent destination, std::uint8_t value,

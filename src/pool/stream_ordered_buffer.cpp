@@ -61,7 +61,10 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     }));
     const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
     const int device = context->empty() ? -1 : static_cast<int>(context->device());
-    Held held{std::move(retained), address, bytes, stream.handle(), allocated_in, allocated_in, {}};
+    Held held{std::move(retained), address, bytes, stream.handle(), allocated_in, allocated_in, {}, false};
+    // Known from the pool, so its copies take the route the driver accepts
+    // without a refused try first (the current pool is always the device's).
+    held.host_located = pool != nullptr && pool->location().kind() != LocationKind::Device;
     held.ledger = ledger_open(MemoryKind::StreamOrdered, device, bytes, static_cast<std::uintptr_t>(address));
     return StreamOrderedMemory(std::move(held));
 }

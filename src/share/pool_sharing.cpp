@@ -314,7 +314,7 @@ Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool, const Poo
     const int device = context.empty() ? -1 : static_cast<int>(context.device());
     ImportedPoolMemory::Held held{base, static_cast<std::size_t>(descriptor.offset_bytes()),
                                   static_cast<std::size_t>(descriptor.size_bytes()), pool.handle(), std::move(context),
-                                  nullptr, false, {}, {}};
+                                  nullptr, false, false, {}, {}};
     held.ledger = detail::ledger_open(MemoryKind::PoolImported, device, held.size, static_cast<std::uintptr_t>(base));
     held.listed = detail::import_open(
         LiveImport{ImportKind::PoolMemory, device, static_cast<std::uintptr_t>(base + held.offset), held.size});
@@ -322,17 +322,30 @@ Result<ImportedPoolMemory> import_pool_pointer(const MemoryPool& pool, const Poo
 }
 
 Result<void> ImportedPoolMemory::Held::release() {
-    // cuMemFree does not wait for work on pool memory (cuda.h says so): the
-    // context's work is waited for first, as closing a legacy IPC handle
-    // does, so that no kernel still reads the import when it goes.
-    // A stream-ordered free waits for nothing: the stream's earlier work is
+    // Both forms free with cuMemFreeAsync. An import freed with cuMemFree
+    // (which the driver also accepts) was reported by compute-sanitizer's
+    // leak check as never freed at the importer's exit, while one freed with
+    // cuMemFreeAsync was not.
+    // Without a stream: the context's work is waited for first (a free does
+    // not wait for work on pool memory, cuda.h says so), as closing a legacy
+    // IPC handle does, so that no kernel still reads the import when it goes;
+    // then the free runs on the context's default stream and is waited for,
+    // because the exporter may free the memory only once every importer's
+    // free has completed.
+    // With a stream: it waits for nothing; the stream's earlier work is
     // ordered before it, and the program orders other streams' work (the
     // rule StreamOrderedBuffer follows). The context is made current for it
     // too: a default-stream handle means the current context's stream.
     return context.release_into([this]() -> Result<void> {
-        if (stream_ordered) return call_driver(&DriverTable::cuMemFreeAsync_v11020, base, stream);
-        CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
-        return call_driver(&DriverTable::cuMemFree_v3020, base);
+        if (!free_issued) {
+            if (stream_ordered) return call_driver(&DriverTable::cuMemFreeAsync_v11020, base, stream);
+            CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
+            CUDYN_TRY(call_driver(&DriverTable::cuMemFreeAsync_v11020, base, CUstream{nullptr}));
+            // The driver holds the import until the free has run: a failed
+            // wait keeps it held here, and a retry only waits.
+            free_issued = true;
+        }
+        return call_driver(&DriverTable::cuStreamSynchronize_v2000, CUstream{nullptr});
     }, [this] {
         detail::forget_pool_import(pool);
         *this = Held{};

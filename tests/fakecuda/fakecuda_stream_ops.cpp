@@ -13,8 +13,9 @@
 //     attributes;
 //   * refused at the call with INVALID_VALUE: an address that is not device
 //     memory of the current context's reach (device, pinned or registered
-//     host memory through its device address, VMM, IPC-opened, pool blocks),
-//     managed memory (cuda.h: none of the operations accepts it), an address
+//     host memory through its device address, VMM, IPC-opened), managed
+//     memory (cuda.h: none of the operations accepts it), pool memory (the
+//     real driver refuses it; see check_op), an address
 //     not aligned to the value's size, unknown wait conditions or flag bits,
 //     FLUSH without CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES (NOT_SUPPORTED),
 //     a batch of 0 or 256+ operations, batch flags other than 0;
@@ -116,6 +117,12 @@ CUresult check_op(State& st, int device, Abi abi, CUstreamBatchMemOpType type, C
     fake::Allocation* which = nullptr;
     if (fake::resolve_device(st, p, n, &which) == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (which != nullptr && which->kind == fake::Kind::Managed) return CUDA_ERROR_INVALID_VALUE;
+    // Pool memory: driver 580 answered INVALID_VALUE to cuStreamWriteValue32
+    // naming memory of the default pool or of a created device pool (after a
+    // synchronize too), and ran it on cuMemAlloc memory. Every pool block is
+    // refused, by every operation (the others, host pools and imported
+    // pointers were not measured apart).
+    if (which != nullptr && which->kind == fake::Kind::Pool) return CUDA_ERROR_INVALID_VALUE;
     op->type = type;
     op->address = p;
     op->block = fake::device_block_id(st, p);

@@ -156,6 +156,18 @@ bool unreachable_pool_block(State& st, CUstream stream, std::uintptr_t address) 
     return granted == block->pool->access.end() || granted->second == 0;
 }
 
+// Memory of a pool at the host or a host NUMA node: driver 580 answered
+// INVALID_VALUE to cuMemcpyHtoD, cuMemcpyHtoDAsync and cuMemcpyDtoHAsync
+// naming it (a pool granted to device 0), and ran cuMemcpyAsync and
+// cuMemsetD32Async of it; the host read the bytes directly. The typed host
+// copies name device memory: cuMemcpyDtoH is refused with them. The typed
+// device-to-device copies were not measured and are taken.
+bool host_pool_block(State& st, std::uintptr_t address) {
+    Allocation* block = nullptr;
+    if (fake::resolve_device(st, address, 0, &block) == nullptr || block == nullptr) return false;
+    return block->kind == fake::Kind::Pool && fake::pool_on_host(block->pool);
+}
+
 // Enqueues the work and returns when `returns` says.
 CUresult submit(State& st, const std::shared_ptr<fake::Queue>& queue, fake::Task task, Returns returns) {
     const fake::Dependency work = fake::enqueue(st, queue, std::move(task));
@@ -221,7 +233,8 @@ CUresult memcpy_htod(CUdeviceptr dst, const void* src, std::size_t n, CUstream s
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
     if (n == 0) return CUDA_SUCCESS;
     const Operand to = device_operand(st, dst);
-    if (!src || check_present(st, to, n) != CUDA_SUCCESS || unreachable_pool_block(st, stream, to.address))
+    if (!src || check_present(st, to, n) != CUDA_SUCCESS || unreachable_pool_block(st, stream, to.address) ||
+        host_pool_block(st, to.address))
         return CUDA_ERROR_INVALID_VALUE;
     const Operand from = host_operand(st, src, n);
     const Side to_side = side_of(st, to.address);
@@ -235,7 +248,8 @@ CUresult memcpy_dtoh(void* dst, CUdeviceptr src, std::size_t n, CUstream stream,
     if (CUresult rc = queue_of(st, stream, per_thread, &queue)) return rc;
     if (n == 0) return CUDA_SUCCESS;
     const Operand from = device_operand(st, src);
-    if (!dst || check_present(st, from, n) != CUDA_SUCCESS || unreachable_pool_block(st, stream, from.address))
+    if (!dst || check_present(st, from, n) != CUDA_SUCCESS || unreachable_pool_block(st, stream, from.address) ||
+        host_pool_block(st, from.address))
         return CUDA_ERROR_INVALID_VALUE;
     const Operand to = host_operand(st, dst, n);
     const Side to_side = to.tracked ? Side::Pinned : Side::Pageable;

@@ -9,8 +9,11 @@
 //
 // The address is a device address of device memory, of pinned or registered
 // host memory (its device address: ZeroCopyBuffer::device_address(),
-// HostRegistration), of a VMM mapping, of IPC-opened or pool memory; never
-// managed memory, which the driver refuses. It is aligned to the value's
+// HostRegistration), of a VMM mapping or of IPC-opened memory; never managed
+// memory, and never memory of a memory pool (StreamOrderedBuffer, the default
+// pool's or a created pool's), which the driver refuses with a bare
+// INVALID_VALUE: once refused, cudyn asks the address's pool and, when it has
+// one, says so in the error (the driver's code is kept). It is aligned to the value's
 // size. The driver's 11.7 ABI is used where the driver has it, else the 8.0
 // one, which a device must enable (CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1;
 // off by default on drivers that have both). 64-bit values need

@@ -9,6 +9,8 @@
 // next, on any stream; with one it is enqueued there. Arguments are checked
 // before the driver is called (an empty span, a null or empty host span, a
 // source that does not fit, overlapping device ranges: InvalidArgument).
+// Memory of a pool at a host location is copied too: the typed copy the
+// driver refuses for it is made again unified (detail::CopyRoute).
 // DeviceSpan<const T> is the read-only view; a DeviceSpan<T> converts to it.
 #pragma once
 
@@ -34,17 +36,28 @@ struct DeviceExtent {
     std::size_t element_size = 1;
 };
 
+// Which driver copy a transfer takes. The typed ones (cuMemcpyHtoD, DtoH,
+// DtoD) name device memory; memory of a pool at a host location (the host, a
+// host NUMA node) is not, and the driver refuses the typed host copies of it
+// (INVALID_VALUE) while the unified cuMemcpy, which infers each side from its
+// address, takes it. An owner that knows its memory is such (a
+// StreamOrderedBuffer of a host pool) asks for Unified; a view does not know,
+// so a typed copy the driver refuses is tried once more unified when the
+// memory belongs to a pool (asked only then: no cost on success).
+enum class CopyRoute : unsigned char { Typed, Unified };
+
 // The checked transfers behind DeviceSpan and DeviceBuffer. `operation` names
 // the caller in errors ("DeviceSpan::copy_from"); offsets and counts are in
 // elements; a null stream means synchronous (done when it returns). The
 // destination (or source) is elements [offset, offset + count) of the extent.
 Result<void> copy_host_to_device(const char* operation, DeviceExtent destination, std::size_t offset,
-                                 const void* source, std::size_t count, const StreamRef* stream);
+                                 const void* source, std::size_t count, const StreamRef* stream,
+                                 CopyRoute route = CopyRoute::Typed);
 Result<void> copy_device_to_host(const char* operation, void* destination, std::size_t count, DeviceExtent source,
-                                 std::size_t offset, const StreamRef* stream);
+                                 std::size_t offset, const StreamRef* stream, CopyRoute route = CopyRoute::Typed);
 // All of `source` to the start of `destination`: it must fit and not overlap.
 Result<void> copy_device_to_device(const char* operation, DeviceExtent destination, DeviceExtent source,
-                                   const StreamRef* stream);
+                                   const StreamRef* stream, CopyRoute route = CopyRoute::Typed);
 // Every byte set to `value` (cuMemsetD8).
 Result<void> set_device_bytes(const char* operation, DeviceExtent destination, std::uint8_t value,
                               const StreamRef* stream);

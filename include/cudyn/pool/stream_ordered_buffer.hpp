@@ -43,6 +43,9 @@ public:
     CUdeviceptr address() const noexcept { return held_->address; }
     std::size_t bytes() const noexcept { return held_->bytes; }
     CUstream stream() const noexcept { return held_->stream; }
+    // Whether the memory lies at a host location (a pool at the host or a
+    // host NUMA node): then its copies take the unified route (CopyRoute).
+    CopyRoute copy_route() const noexcept { return held_->host_located ? CopyRoute::Unified : CopyRoute::Typed; }
     // stream() with the context its work runs in: the one a recorded
     // cudyn::Stream names, else the allocation's own. The no-stream forms run
     // there, whatever context the calling thread has.
@@ -68,6 +71,7 @@ private:
         CUcontext context = nullptr;  // the one it was allocated in, made current for a default-stream free
         CUcontext stream_context = nullptr;  // the context of `stream`'s work (see stream_ref())
         LedgerTicket ledger;
+        bool host_located = false;  // from a pool at the host or a host NUMA node
 
         bool empty() const noexcept { return address == 0; }
         Result<void> release();  // cuMemFreeAsync on stream; the retain goes after the free
@@ -124,7 +128,9 @@ public:
     // Transfers take an optional stream last. Without one they run on the
     // buffer's stream and return once it has done them (done means done, in
     // this memory's stream order); with one they are enqueued there and the
-    // stream is recorded.
+    // stream is recorded. Memory of a pool at the host or a host NUMA node
+    // is copied by the unified cuMemcpy / cuMemcpyAsync: the driver refuses
+    // the typed host copies of it.
 
     // Host -> device, the whole span to the first source.size() elements.
     Result<void> copy_from(HostSpan<const T> source) {
@@ -202,15 +208,16 @@ private:
     detail::DeviceExtent extent() const noexcept { return {device_address(), size(), sizeof(T)}; }
     Result<void> copy_in(HostSpan<const T> source, StreamRef stream) {
         return detail::copy_host_to_device("StreamOrderedBuffer::copy_from", extent(), 0, source.data(), source.size(),
-                                           &stream);
+                                           &stream, memory_.copy_route());
     }
     Result<void> copy_out(HostSpan<T> destination, StreamRef stream) {
         return detail::copy_device_to_host("StreamOrderedBuffer::copy_to", destination.data(), destination.size(),
-                                           extent(), 0, &stream);
+                                           extent(), 0, &stream, memory_.copy_route());
     }
     Result<void> copy_in(DeviceSpan<const T> source, StreamRef stream) {
         return detail::copy_device_to_device("StreamOrderedBuffer::copy_from", extent(),
-                                             {source.device_address(), source.size(), sizeof(T)}, &stream);
+                                             {source.device_address(), source.size(), sizeof(T)}, &stream,
+                                             memory_.copy_route());
     }
     Result<void> set_in(std::uint8_t value, StreamRef stream) {
         return detail::set_device_bytes("StreamOrderedBuffer::set_bytes", extent(), value, &stream);

@@ -144,8 +144,10 @@ Result<PoolPointerDescriptor> export_pool_pointer(const MemoryPool& pool, const 
 // free() or the destructor, in the context it was imported in. Two ways, as
 // the program chooses:
 //   * no stream named (the default): once that context's work is done
-//     (cuCtxSynchronize, then cuMemFree: cuMemFree does not wait for work on
-//     pool memory);
+//     (cuCtxSynchronize: a free does not wait for work on pool memory), by
+//     cuMemFreeAsync on the context's default stream, waited for before
+//     free() returns (after a failed wait the import stays held until
+//     free() is retried, which then only waits);
 //   * in stream order, as a StreamOrderedBuffer is freed: once use_on() or
 //     free(stream) named a stream, the free is cuMemFreeAsync on the stream
 //     named last, without waiting; the mapping goes when that stream reaches
@@ -179,7 +181,7 @@ public:
     bool stream_ordered() const noexcept { return held_->stream_ordered; }
     // Frees the import now (in stream order once a stream was named) and
     // reports the driver's answer; on a refusal it is still owned and free()
-    // may be retried.
+    // may be retried (a free already issued is not issued again).
     Result<void> free() { return held_.release(); }
     // Frees it in stream order on `stream` (cuMemFreeAsync), without waiting.
     Result<void> free(StreamRef stream) {
@@ -197,12 +199,13 @@ private:
         CUmemoryPool pool = nullptr;  // the imported pool it came from
         detail::OwnerContext context;
         CUstream stream = nullptr;    // the stream of a stream-ordered free
-        bool stream_ordered = false;  // false: cuCtxSynchronize + cuMemFree
+        bool stream_ordered = false;  // false: cuCtxSynchronize, cuMemFreeAsync on the default stream, its wait
+        bool free_issued = false;     // that free was enqueued; its wait failed (a retry only waits)
         detail::LedgerTicket ledger;
         detail::ImportTicket listed;
 
         bool empty() const noexcept { return base == 0; }
-        Result<void> release();   // cuMemFree_v2 (or cuMemFreeAsync on `stream`) in its context
+        Result<void> release();   // cuMemFreeAsync (waited for, or on `stream`) in its context
         void abandon() noexcept;  // the pool's record of imports forgets it even when the free failed
     };
     explicit ImportedPoolMemory(Held held) noexcept : held_(std::move(held)) {}

@@ -16,8 +16,12 @@
 #include "cudyn/memory/managed_buffer.hpp"
 #include "cudyn/memory/pinned_buffer.hpp"
 #include "cudyn/memory/zero_copy_buffer.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
 
 #include <atomic>
+#include <cstdio>
+#include <string>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -209,6 +213,63 @@ TEST_CASE("stream memory operations refuse bad input before the driver", "[emula
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().driver_result == CUDA_ERROR_INVALID_VALUE);
     CHECK(refused.error().message.find("write_value32") != std::string::npos);
+}
+
+// The real driver refuses every stream memory operation on memory of a pool
+// (the default pool's or a created one's) with a bare INVALID_VALUE, and
+// takes cuMemAlloc memory. cudyn keeps the driver's code and says why, from
+// the memory's pool, asked only once the driver refused.
+TEST_CASE("stream memory operations on pool memory: refused by the driver, the error says why", "[emulated][async]") {
+    auto context = activate(0);
+    const Stream stream = take(Stream::create());
+    auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+    auto from_default = take(cudyn::StreamOrderedBuffer<std::uint64_t>::allocate(4, stream));
+    auto from_pool = take(cudyn::StreamOrderedBuffer<std::uint64_t>::allocate(pool, 4, stream));
+    auto plain = take(cudyn::DeviceBuffer<std::uint64_t>::allocate(4));
+    require_ok(stream.synchronize());  // refused after a synchronize too
+    const auto refused_for_pool = [](const cudyn::Result<void>& result, const char* operation, CUdeviceptr address) {
+        require_error(result, ErrorCode::Driver, "belongs to a memory pool");
+        CHECK(result.error().driver_result == CUDA_ERROR_INVALID_VALUE);
+        const std::string text = result.error().describe();
+        INFO(text);
+        CHECK(result.error().message.rfind(operation, 0) == 0);  // the message begins with the operation
+        char where[32];
+        std::snprintf(where, sizeof where, "0x%llx", static_cast<unsigned long long>(address));
+        CHECK(text.find(where) != std::string::npos);
+    };
+    for (const CUdeviceptr address : {from_default.device_address(), from_pool.device_address()}) {
+        const DriverSnapshot calls({"cuPointerGetAttribute"});
+        refused_for_pool(cudyn::write_value32(address, 1u, stream), "write_value32", address);
+        refused_for_pool(cudyn::write_value64(address, 1u, stream), "write_value64", address);
+        refused_for_pool(cudyn::wait_value32(address, 0u, WaitCondition::GreaterOrEqual, stream), "wait_value32",
+                         address);
+        refused_for_pool(cudyn::wait_value64(address, 0u, WaitCondition::GreaterOrEqual, stream), "wait_value64",
+                         address);
+        CHECK(calls.calls_since("cuPointerGetAttribute") == 4);  // one per refusal
+    }
+    // A batch names its first operation on pool memory.
+    StreamMemoryBatch batch;
+    require_ok(batch.write_value32(plain.device_address(), 1u));
+    require_ok(batch.write_value32(from_pool.device_address() + 8, 2u));
+    refused_for_pool(batch.execute(stream), "StreamMemoryBatch::execute", from_pool.device_address() + 8);
+    require_error(batch.execute(stream), ErrorCode::Driver, "operation 1 (counting from 0)");
+    // cuMemAlloc memory is taken, with no question asked on success.
+    {
+        const DriverSnapshot calls({"cuPointerGetAttribute"});
+        require_ok(cudyn::write_value32(plain.device_address(), 0xA11u, stream));
+        require_ok(stream.synchronize());
+        CHECK(peek32(plain.device_address()) == 0xA11u);
+        CHECK(calls.calls_since("cuPointerGetAttribute") == 0);
+    }
+    // A refusal for another reason is not blamed on a pool (managed memory).
+    auto managed = take(cudyn::ManagedBuffer<std::uint32_t>::allocate(4));
+    const auto other = cudyn::write_value32(managed.device_address(), 1u, stream);
+    REQUIRE_FALSE(other.has_value());
+    CHECK(other.error().driver_result == CUDA_ERROR_INVALID_VALUE);
+    CHECK(other.error().describe().find("pool") == std::string::npos);
+    require_ok(from_pool.free());
+    require_ok(from_default.free());
+    require_ok(stream.synchronize());
 }
 
 TEST_CASE("64-bit values, NOR and flush are gated on the device's attributes", "[emulated][async]") {

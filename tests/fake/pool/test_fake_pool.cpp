@@ -13,6 +13,8 @@
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/loader/driver_call.hpp"
+#include "cudyn/memory/copy_plan.hpp"
+#include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/pool/memory_pool.hpp"
 #include "cudyn/device/stream.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
@@ -484,4 +486,111 @@ TEST_CASE("pools by location on a driver before CUDA 13", "[cuda11][pool]") {
     require_error(MemoryPool::default_for(Location::host()), ErrorCode::NotSupported, "cuMemGetDefaultMemPool");
     require_error(MemoryPool::current_for(Location::host_numa(0)), ErrorCode::NotSupported, "cuMemGetMemPool");
     require_error(by_location.set_current_for(Location::host()), ErrorCode::NotSupported, "cuMemSetMemPool");
+}
+
+// A pool at the host or a host NUMA node: the driver refuses the typed host
+// copies of its memory (cuMemcpyHtoD, DtoH and their Async forms answer
+// INVALID_VALUE) and takes the unified cuMemcpy / cuMemcpyAsync. A buffer
+// knows its pool's location and takes the unified copy at once; a view tries
+// the typed copy, and once refused asks the memory's pool and copies unified.
+TEST_CASE("host pool memory: the typed host copies refused, every cudyn copy path works on it", "[emulated][pool]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    using cudyn::DriverTable;
+    using cudyn::call_driver;
+    for (const Location where : {Location::host(), Location::host_numa(1)}) {
+        INFO(where.describe());
+        auto pool = take(MemoryPool::create(PoolProperties(where)));
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+        require_ok(stream.synchronize());
+        const CUdeviceptr address = buffer.device_address();
+        const std::size_t bytes = buffer.size_bytes();
+        std::vector<std::uint32_t> host(1024, 7u);
+
+        // The driver's rule, as the fake models it.
+        const auto refused = [](cudyn::Result<void> called) {
+            return !called && called.error().driver_result == CUDA_ERROR_INVALID_VALUE;
+        };
+        CHECK(refused(call_driver(&DriverTable::cuMemcpyHtoD_v3020, address, host.data(), bytes)));
+        CHECK(refused(call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, address, host.data(), bytes, stream.handle())));
+        CHECK(refused(call_driver(&DriverTable::cuMemcpyDtoH_v3020, host.data(), address, bytes)));
+        CHECK(refused(call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, host.data(), address, bytes, stream.handle())));
+        require_ok(call_driver(&DriverTable::cuMemcpyAsync_v4000, address,
+                               static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(host.data())), bytes,
+                               stream.handle()));
+        require_ok(stream.synchronize());
+        const auto* words = reinterpret_cast<const std::uint32_t*>(static_cast<std::uintptr_t>(address));
+        CHECK(std::vector<std::uint32_t>(words, words + 1024) == host);  // the host reads it directly
+
+        // The buffer: the unified copy at once, never a typed one.
+        const std::vector<std::uint32_t> up = iota_vector(1024, 100);
+        std::vector<std::uint32_t> down(1024, 0);
+        {
+            const DriverSnapshot calls({"cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoH_v2",
+                                        "cuMemcpyDtoHAsync_v2", "cuMemcpy", "cuMemcpyAsync"});
+            require_ok(buffer.copy_from(cudyn::HostSpan<const std::uint32_t>(up)));
+            require_ok(buffer.copy_to(cudyn::HostSpan<std::uint32_t>(down)));
+            CHECK(down == up);
+            require_ok(buffer.copy_from(cudyn::HostSpan<const std::uint32_t>(host), stream));
+            require_ok(buffer.copy_to(cudyn::HostSpan<std::uint32_t>(down), stream));
+            require_ok(stream.synchronize());
+            CHECK(down == host);
+            for (const char* typed : {"cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoHAsync_v2"}) {
+                INFO(typed);
+                CHECK(calls.calls_since(typed) == 0);
+            }
+            // The no-stream forms run on the buffer's stream and wait for it.
+            CHECK(calls.calls_since("cuMemcpy") == 0);
+            CHECK(calls.calls_since("cuMemcpyAsync") == 4);
+        }
+        // Device to device, both ways, with device memory of another pool.
+        auto device_side = take(StreamOrderedBuffer<std::uint32_t>::allocate(1024, stream));
+        require_ok(device_side.copy_from(cudyn::DeviceSpan<const std::uint32_t>(buffer.device_span()), stream));
+        require_ok(buffer.fill(0u, stream));
+        require_ok(buffer.copy_from(cudyn::DeviceSpan<const std::uint32_t>(device_side.device_span()), stream));
+        require_ok(buffer.copy_to(cudyn::HostSpan<std::uint32_t>(down), stream));
+        require_ok(stream.synchronize());
+        CHECK(down == host);
+
+        // A view does not know: the typed copy is refused once, then the unified one runs.
+        const auto span = buffer.device_span();
+        {
+            const DriverSnapshot calls({"cuMemcpyHtoD_v2", "cuMemcpy", "cuMemcpyDtoHAsync_v2", "cuMemcpyAsync"});
+            require_ok(span.copy_from(cudyn::HostSpan<const std::uint32_t>(up)));
+            require_ok(span.copy_to(cudyn::HostSpan<std::uint32_t>(down), stream));
+            require_ok(stream.synchronize());
+            CHECK(down == up);
+            CHECK(calls.calls_since("cuMemcpyHtoD_v2") == 1);
+            CHECK(calls.calls_since("cuMemcpy") == 1);
+            CHECK(calls.calls_since("cuMemcpyDtoHAsync_v2") == 1);
+            CHECK(calls.calls_since("cuMemcpyAsync") == 1);
+        }
+        // A copy plan: unified copies (batch or per copy) take it as it is.
+        {
+            cudyn::CopyPlan plan;
+            std::vector<std::uint32_t> planned(1024, 0);
+            require_ok(plan.add(cudyn::HostSpan<std::uint32_t>(planned), cudyn::DeviceSpan<const std::uint32_t>(span)));
+            (void)take(plan.execute(stream));
+            require_ok(stream.synchronize());
+            CHECK(planned == up);
+        }
+        require_ok(device_side.free());
+        require_ok(buffer.free());
+    }
+    require_ok(stream.synchronize());
+}
+
+TEST_CASE("a view's typed copy refused for memory of no pool is reported as it is, not tried again",
+          "[emulated][pool]") {
+    auto context = activate(0);
+    auto memory = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(256));
+    const std::vector<std::uint32_t> up(256, 1u);
+    const ScopedFault fault("cuMemcpyHtoD_v2:1:CUDA_ERROR_INVALID_VALUE");
+    const DriverSnapshot calls({"cuMemcpy", "cuPointerGetAttribute"});
+    const auto copied = memory.device_span().copy_from(cudyn::HostSpan<const std::uint32_t>(up));
+    REQUIRE_FALSE(copied.has_value());
+    CHECK(copied.error().driver_result == CUDA_ERROR_INVALID_VALUE);
+    CHECK(copied.error().entry_point == "cuMemcpyHtoD_v2");
+    CHECK(calls.calls_since("cuPointerGetAttribute") == 1);  // the pool asked, on the error path only
+    CHECK(calls.calls_since("cuMemcpy") == 0);
 }

@@ -9,6 +9,11 @@
 // from this process, closes them with a CheckpointPreparation, is
 // checkpointed, restored and unlocked, resumes them and checks every word:
 // the range at its old address, the IPC memory wherever the driver opened it.
+//
+// Every case that checkpoints through the driver is also tagged
+// [driver-checkpoint]: the driver refuses checkpoint under compute-sanitizer,
+// so scripts/gpu_check.sh's sanitizer stage leaves them out
+// (CUDYN_TEST_LEAVE_OUT, tests/support/test_main.cpp).
 #include "support/catch.hpp"
 #include "support/checkpoint_target.hpp"
 #include "support/ipc_helpers.hpp"
@@ -88,7 +93,7 @@ const cudyn_test::ChildRole checkpoint_importer("gpu-checkpoint-importer", check
 }  // namespace
 
 TEST_CASE("a child closes its imports before it is checkpointed and reopens them after, every word intact",
-          "[gpu][checkpoint]") {
+          "[gpu][checkpoint][driver-checkpoint]") {
     auto device = take(cudyn::Device::get(0));
     auto context = take(cudyn::PrimaryContext::activate(device));
     auto buffer = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(kIpcWords));
@@ -117,7 +122,7 @@ TEST_CASE("a child closes its imports before it is checkpointed and reopens them
 }
 
 TEST_CASE("the real driver checkpoints a child holding device and pool memory and restores every byte",
-          "[gpu][checkpoint]") {
+          "[gpu][checkpoint][driver-checkpoint]") {
     CheckpointTarget t(uuid_of(0), 256);
     CHECK(take(cudyn::process_state(t.pid())) == ProcessState::Running);
     auto owner = take(ProcessCheckpoint::lock(t.pid(), std::chrono::seconds(10)));
@@ -132,7 +137,7 @@ TEST_CASE("the real driver checkpoints a child holding device and pool memory an
 }
 
 TEST_CASE("an owner let go while the target is checkpointed leaves it running, its bytes intact",
-          "[gpu][checkpoint]") {
+          "[gpu][checkpoint][driver-checkpoint]") {
     CheckpointTarget t(uuid_of(0), 64);
     {
         auto owner = take(ProcessCheckpoint::lock(t.pid()));
@@ -143,7 +148,7 @@ TEST_CASE("an owner let go while the target is checkpointed leaves it running, i
 }
 
 TEST_CASE("a restore that swaps GPU 0 and GPU 1 puts the child on the other GPU, its bytes intact",
-          "[gpu][multi-gpu]") {
+          "[gpu][multi-gpu][driver-checkpoint]") {
     CheckpointTarget t(uuid_of(1), 256);
     auto owner = take(ProcessCheckpoint::lock(t.pid(), std::chrono::seconds(10)));
     require_ok(owner.checkpoint());

@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -171,7 +172,15 @@ TEST_CASE("the capability fingerprint agrees with the real driver and leaves not
     REQUIRE(after.has_value());
     // Every trial released what it made: free memory is what it was (the
     // driver's own bookkeeping may move by a page or two, never by a granule).
-    CHECK(after->free_bytes + 2 * 1024 * 1024 > before->free_bytes);
+    // Not under compute-sanitizer (its stage of scripts/gpu_check.sh sets
+    // CUDYN_TEST_SANITIZER=1): it keeps device memory of its own for the
+    // kernels the trials load, so free memory does not come back; its leak
+    // check says whether the trials released what they made.
+    if (const char* sanitizer = std::getenv("CUDYN_TEST_SANITIZER"); sanitizer != nullptr && *sanitizer == '1')
+        WARN("free memory before and after the trials not compared: compute-sanitizer keeps device memory of its "
+             "own for the kernels they load");
+    else
+        CHECK(after->free_bytes + 2 * 1024 * 1024 > before->free_bytes);
     for (const cudyn::CapabilityTrialInfo& trial : cudyn::capability_trial_list) {
         INFO(trial.name << ": " << cudyn::to_string((*print.*trial.field).outcome) << " " << (*print.*trial.field).detail);
         CHECK((*print.*trial.field).outcome != cudyn::TrialOutcome::Failed);

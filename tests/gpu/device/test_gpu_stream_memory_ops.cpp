@@ -25,6 +25,8 @@
 #include "cudyn/memory/managed_buffer.hpp"
 #include "cudyn/memory/stream_attachment.hpp"
 #include "cudyn/memory/zero_copy_buffer.hpp"
+#include "cudyn/pool/memory_pool.hpp"
+#include "cudyn/pool/stream_ordered_buffer.hpp"
 #include "cudyn/vmm/address_range.hpp"
 #include "cudyn/vmm/allocation_properties.hpp"
 #include "cudyn/vmm/mapped_range.hpp"
@@ -33,6 +35,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -141,6 +144,37 @@ TEST_CASE("64-bit waits and NOR follow the device's attributes", "[gpu][stream-o
     const auto nor = cudyn::wait_value32(word.device_address(), 1, WaitCondition::Nor, stream);  // ~(0 | 1) != 0
     CHECK(nor.has_value() == caps.stream_wait_value_nor);
     if (!nor) CHECK(nor.error().code == ErrorCode::NotSupported);
+    require_ok(stream.synchronize());
+    require_healthy();
+}
+
+// The driver refuses a value write to memory of the default pool or of a
+// created device pool (INVALID_VALUE), after a synchronize too, and takes
+// cuMemAlloc memory: the error keeps the driver's code and says why.
+TEST_CASE("a value write to pool memory is refused, and the error says it is pool memory", "[gpu][stream-ops]") {
+    auto context = activate();
+    INFO("device 0 reports no memory pools");
+    REQUIRE(capabilities().memory_pools);
+    const Stream stream = take(Stream::create());
+    auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+    auto from_default = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(4, stream));
+    auto from_pool = take(cudyn::StreamOrderedBuffer<std::uint32_t>::allocate(pool, 4, stream));
+    require_ok(stream.synchronize());
+    for (const CUdeviceptr address : {from_default.device_address(), from_pool.device_address()}) {
+        const auto written = cudyn::write_value32(address, 1u, stream);
+        REQUIRE_FALSE(written.has_value());
+        const std::string text = written.error().describe();
+        INFO(text);
+        CHECK(written.error().driver_result == CUDA_ERROR_INVALID_VALUE);
+        CHECK(written.error().message.rfind("write_value32", 0) == 0);
+        CHECK(text.find("belongs to a memory pool") != std::string::npos);
+    }
+    auto plain = take(cudyn::DeviceBuffer<std::uint32_t>::allocate(1));
+    require_ok(cudyn::write_value32(plain.device_address(), 0x5EEDu, stream));
+    require_ok(stream.synchronize());
+    CHECK(read_back<std::uint32_t>(plain.device_address()) == 0x5EEDu);
+    require_ok(from_pool.free());
+    require_ok(from_default.free());
     require_ok(stream.synchronize());
     require_healthy();
 }

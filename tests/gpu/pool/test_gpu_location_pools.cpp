@@ -11,10 +11,14 @@
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/device/primary_context.hpp"
 #include "cudyn/device/stream.hpp"
+#include "cudyn/loader/driver_call.hpp"
+#include "cudyn/memory/copy_plan.hpp"
 #include "cudyn/pool/memory_pool.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -45,7 +49,94 @@ void require_kernel_writes_host_reads(const MemoryPool& pool) {
     CHECK(take(pool.usage()).used_bytes >= kWords * sizeof(std::uint32_t));
 }
 
+// The typed host copies that the driver (and so the fake) refuses for host
+// pool memory, and the unified one it takes; then every cudyn copy path on
+// that memory, each checked by the host reading the bytes directly.
+void require_copies_work(const MemoryPool& pool) {
+    using cudyn::DriverTable;
+    using cudyn::call_driver;
+    constexpr std::size_t kCount = 4096;
+    auto stream = take(cudyn::Stream::create());
+    require_ok(pool.set_access(cudyn::AccessGrant{Location::device(0), cudyn::AccessFlags::ReadWrite}));
+    auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kCount, stream));
+    require_ok(stream.synchronize());
+    const CUdeviceptr address = buffer.device_address();
+    const std::size_t bytes = buffer.size_bytes();
+    const auto* words = reinterpret_cast<const std::uint32_t*>(static_cast<std::uintptr_t>(address));
+    const auto host_sees = [&](const std::vector<std::uint32_t>& expected) {
+        return std::vector<std::uint32_t>(words, words + kCount) == expected;
+    };
+    std::vector<std::uint32_t> up(kCount);
+    std::iota(up.begin(), up.end(), 1u);
+    std::vector<std::uint32_t> down(kCount, 0);
+
+    // What the fake models (tests/fakecuda: host_pool_block).
+    const auto refused = [](const cudyn::Result<void>& called) {
+        INFO((called ? std::string("taken") : called.error().describe()));
+        return !called && called.error().driver_result == CUDA_ERROR_INVALID_VALUE;
+    };
+    CHECK(refused(call_driver(&DriverTable::cuMemcpyHtoD_v3020, address, up.data(), bytes)));
+    CHECK(refused(call_driver(&DriverTable::cuMemcpyHtoDAsync_v3020, address, up.data(), bytes, stream.handle())));
+    CHECK(refused(call_driver(&DriverTable::cuMemcpyDtoH_v3020, down.data(), address, bytes)));
+    CHECK(refused(call_driver(&DriverTable::cuMemcpyDtoHAsync_v3020, down.data(), address, bytes, stream.handle())));
+    require_ok(call_driver(&DriverTable::cuMemcpyAsync_v4000, address,
+                           static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(up.data())), bytes,
+                           stream.handle()));
+    require_ok(stream.synchronize());
+    CHECK(host_sees(up));
+
+    // The buffer's copies, without and with a stream.
+    std::vector<std::uint32_t> other(kCount, 0xB0B0u);
+    require_ok(buffer.copy_from(cudyn::HostSpan<const std::uint32_t>(other)));
+    CHECK(host_sees(other));
+    require_ok(buffer.copy_from(cudyn::HostSpan<const std::uint32_t>(up), stream));
+    require_ok(stream.synchronize());
+    CHECK(host_sees(up));
+    require_ok(buffer.copy_to(cudyn::HostSpan<std::uint32_t>(down)));
+    CHECK(down == up);
+    std::fill(down.begin(), down.end(), 0u);
+    require_ok(buffer.copy_to(cudyn::HostSpan<std::uint32_t>(down), stream));
+    require_ok(stream.synchronize());
+    CHECK(down == up);
+    // Device to device, with device memory from the device's pool.
+    auto device_side = take(StreamOrderedBuffer<std::uint32_t>::allocate(kCount, stream));
+    require_ok(device_side.copy_from(cudyn::DeviceSpan<const std::uint32_t>(buffer.device_span()), stream));
+    require_ok(buffer.fill(0u, stream));
+    require_ok(buffer.copy_from(cudyn::DeviceSpan<const std::uint32_t>(device_side.device_span()), stream));
+    require_ok(stream.synchronize());
+    CHECK(host_sees(up));
+    // A view of it: the typed copy refused, then the unified one.
+    const auto span = buffer.device_span();
+    require_ok(span.copy_from(cudyn::HostSpan<const std::uint32_t>(other)));
+    CHECK(host_sees(other));
+    std::fill(down.begin(), down.end(), 0u);
+    require_ok(span.copy_to(cudyn::HostSpan<std::uint32_t>(down), stream));
+    require_ok(stream.synchronize());
+    CHECK(down == other);
+    // A copy plan.
+    cudyn::CopyPlan plan;
+    require_ok(plan.add(span, cudyn::HostSpan<const std::uint32_t>(up)));
+    (void)take(plan.execute(stream));
+    require_ok(stream.synchronize());
+    CHECK(host_sees(up));
+    require_ok(device_side.free());
+    require_ok(buffer.free());
+    require_ok(stream.synchronize());
+}
+
 }  // namespace
+
+TEST_CASE("host pool memory: every cudyn copy path reads and writes it", "[gpu][location-pools]") {
+    const auto device = take(cudyn::Device::get(0));
+    auto context = take(cudyn::PrimaryContext::activate(device));
+    const auto caps = take(cudyn::probe_capabilities(device));
+    INFO("device 0 reports no host memory pools");
+    REQUIRE(caps.host_memory_pools);
+    require_copies_work(take(MemoryPool::create(PoolProperties(Location::host()))));
+    const int node = take(device.attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID));
+    if (node >= 0 && caps.host_numa_memory_pools)
+        require_copies_work(take(MemoryPool::create(PoolProperties(Location::host_numa(node)))));
+}
 
 TEST_CASE("host and host NUMA pools where the device reports them, NotSupported where not",
           "[gpu][location-pools]") {
