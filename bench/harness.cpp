@@ -634,7 +634,7 @@ int run_harness(int argc, char** argv) {
         print_usage(stdout);
         return 0;
     }
-    if (options.overhead) return run_overhead(options.settings);
+    if (options.overhead) return run_overhead(options.settings, options.filter);
 
     // A --case that names no case is a typo, not an empty selection.
     for (const std::string& name : options.names) {

@@ -214,8 +214,9 @@ ChildOutcome run_child(const std::string& name);
 const Case* find_case(const char* name);
 
 // --overhead (overhead.cpp): the cost-budget cases against the null driver,
-// cudyn's own nanoseconds per operation. Exit status 1 only when one failed.
-int run_overhead(Settings settings);
+// cudyn's own nanoseconds per operation (those whose name contains `filter`
+// when it is not empty). Exit status 1 only when one failed.
+int run_overhead(Settings settings, const std::string& filter);
 
 // The harness: parses the options, runs the selected cases, prints the
 // table and writes the JSON file.

@@ -66,7 +66,7 @@ bool use_null_driver(std::string& why) {
 
 }  // namespace
 
-int run_overhead(Settings settings) {
+int run_overhead(Settings settings, const std::string& filter) {
     std::string why;
     if (!use_null_driver(why)) {
         std::printf("cudyn-bench --overhead: skipped: %s\n", why.c_str());
@@ -92,7 +92,7 @@ int run_overhead(Settings settings) {
     bool any_failed = false;
     for (const char* name : kBudgetCases) {
         const Case* benchmark_case = find_case(name);
-        if (benchmark_case == nullptr) continue;
+        if (benchmark_case == nullptr || (!filter.empty() && std::strstr(name, filter.c_str()) == nullptr)) continue;
         const auto before = null_driver_calls();
         const CaseResult result = benchmark_case->run(settings);
         const auto after = null_driver_calls();

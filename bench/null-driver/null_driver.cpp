@@ -92,8 +92,11 @@ CUdeviceptr hand_out(std::size_t bytes) {
 
 // ---- the current context, cached per thread -----------------------------------------------------
 
-thread_local CUcontext cached_current = nullptr;
-thread_local bool current_known = false;
+// Initial-exec: one load at a fixed offset from the thread pointer, as a real
+// driver's current-context query is (general-dynamic, the -fPIC default,
+// would add a __tls_get_addr call to every query).
+__attribute__((tls_model("initial-exec"))) thread_local CUcontext cached_current = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local bool current_known = false;
 
 CUresult refresh_current() {
     static const auto get = backing_entry<PFN_cuCtxGetCurrent_v4000>("cuCtxGetCurrent", 4000);
