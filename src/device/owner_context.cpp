@@ -42,7 +42,7 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto& entry : entries_)
             if (entry.first == context)
-                if (auto live = entry.second.lock()) return live;
+                if (auto live = shared(entry.second)) return live;
         return nullptr;
     }
     // Records `retain` unless another thread recorded one for the context
@@ -54,7 +54,7 @@ public:
                        entries_.end());
         for (auto& entry : entries_)
             if (entry.first == retain->context)
-                if (auto live = entry.second.lock()) return live;  // ours is dropped: released at once
+                if (auto live = shared(entry.second)) return live;  // ours is dropped: released at once
         entries_.emplace_back(retain->context, retain);
         return retain;
     }
@@ -85,6 +85,15 @@ public:
     }
 
 private:
+    // The entry's retain while it is alive and not given back: a thread's
+    // cache may hold a given-back record for a moment (until it reads its
+    // flag), which must not be shared from here either.
+    static std::shared_ptr<ContextRetain> shared(const std::weak_ptr<ContextRetain>& entry) {
+        auto live = entry.lock();
+        if (live && live->retiring.load(std::memory_order_relaxed)) return nullptr;
+        return live;
+    }
+
     std::mutex mutex_;
     std::vector<std::pair<CUcontext, std::weak_ptr<ContextRetain>>> entries_;
 };
