@@ -83,11 +83,12 @@ struct Options {
     std::string json_path = default_json_path();
     bool list = false;
     bool help = false;
+    bool overhead = false;
 };
 
 void print_usage(std::FILE* to) {
     std::fprintf(to,
-                 "usage: cudyn-bench [--filter SUBSTRING] [--case NAME]... [--json PATH] [--list]\n"
+                 "usage: cudyn-bench [--filter SUBSTRING] [--case NAME]... [--json PATH] [--list] [--overhead]\n"
                  "                   [--repetitions N] [--iterations N] [--processes N]\n"
                  "\n"
                  "Times operations through cudyn against the raw driver in the same run, in\n"
@@ -102,6 +103,8 @@ void print_usage(std::FILE* to) {
                  "  --json PATH         write the results as JSON to PATH (default: cudyn-bench.json\n"
                  "                      next to this executable)\n"
                  "  --list              list the cases and exit\n"
+                 "  --overhead          cudyn's own ns per operation for the cost-budget cases, against a\n"
+                 "                      null driver over the emulated fake (no GPU); prints, writes no JSON\n"
                  "  --repetitions N     timed repetitions per side of in-process cases (default: per case)\n"
                  "  --iterations N      operations per repetition of in-process cases (default: per case)\n"
                  "  --processes N       fresh processes per side of first-use cases (default: per case)\n"
@@ -146,6 +149,8 @@ bool parse_options(int argc, char** argv, Options& options) {
             options.help = true;
         } else if (argument == "--list") {
             options.list = true;
+        } else if (argument == "--overhead") {
+            options.overhead = true;
         } else if (argument == "--filter") {
             const char* text = next();
             if (text == nullptr) return false;
@@ -446,6 +451,12 @@ CaseResult failed(std::string reason) {
 
 CaseRegistrar::CaseRegistrar(const Case& benchmark_case) { case_registry().push_back(benchmark_case); }
 
+const Case* find_case(const char* name) {
+    for (const Case& benchmark_case : case_registry())
+        if (std::strcmp(benchmark_case.name, name) == 0) return &benchmark_case;
+    return nullptr;
+}
+
 ChildRegistrar::ChildRegistrar(const char* name, ChildFunction function) {
     child_registry().push_back({name, function});
 }
@@ -623,6 +634,7 @@ int run_harness(int argc, char** argv) {
         print_usage(stdout);
         return 0;
     }
+    if (options.overhead) return run_overhead(options.settings, options.filter);
 
     // A --case that names no case is a typo, not an empty selection.
     for (const std::string& name : options.names) {

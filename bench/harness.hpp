@@ -210,6 +210,14 @@ struct ChildOutcome {
 // same environment, and collects its output.
 ChildOutcome run_child(const std::string& name);
 
+// The registered case named exactly `name`, or null.
+const Case* find_case(const char* name);
+
+// --overhead (overhead.cpp): the cost-budget cases against the null driver,
+// cudyn's own nanoseconds per operation (those whose name contains `filter`
+// when it is not empty). Exit status 1 only when one failed.
+int run_overhead(Settings settings, const std::string& filter);
+
 // The harness: parses the options, runs the selected cases, prints the
 // table and writes the JSON file.
 int run_harness(int argc, char** argv);

@@ -24,7 +24,9 @@ fresh processes:
 Each run's JSON is kept in --out as run-K.json; --combine reads them back.
 --write fills the blocks of a Markdown file that sit between
 `<!-- bench-table:begin PREFIX... -->` and `<!-- bench-table:end -->` with a
-table of the cases whose names start with one of the PREFIXes; --check fails
+table of the cases whose names start with one of the PREFIXes (a block that
+begins `runs=FOLDER PREFIX...` takes its runs from FOLDER, relative to the
+Markdown file, instead of DIR); --check fails
 (exit 1) where such a block is not what --write would put there. Exit status
 otherwise: 0 when every run exited 0, else 1.
 """
@@ -191,10 +193,21 @@ def markdown_rows(combined, prefixes):
 BLOCK = re.compile(r"(<!-- bench-table:begin ([^>]*?) -->\n)(.*?)(<!-- bench-table:end -->)", re.S)
 
 
-def fill_blocks(text, combined):
+def fill_blocks(text, combined, base="."):
+    """Fills every block from `combined`, or, for a block whose first word is
+    runs=FOLDER (relative to `base`, the Markdown file's folder), from that
+    folder's runs: one page can then hold tables of more than one machine."""
+    own = {}
+
     def replace(match):
-        prefixes = match.group(2).split()
-        return match.group(1) + "\n".join(markdown_rows(combined, prefixes)) + "\n" + match.group(4)
+        words = match.group(2).split()
+        source = combined
+        if words and words[0].startswith("runs="):
+            folder = os.path.join(base, words[0][len("runs="):])
+            if folder not in own:
+                own[folder] = combine(load_runs(folder))
+            source, words = own[folder], words[1:]
+        return match.group(1) + "\n".join(markdown_rows(source, words)) + "\n" + match.group(4)
     return BLOCK.sub(replace, text), len(BLOCK.findall(text))
 
 
@@ -252,7 +265,7 @@ def main():
             continue
         with open(target, encoding="utf-8") as markdown:
             text = markdown.read()
-        filled, blocks = fill_blocks(text, combined)
+        filled, blocks = fill_blocks(text, combined, os.path.dirname(os.path.abspath(target)))
         if blocks == 0:
             print(f"{target}: no <!-- bench-table:begin PREFIX... --> block", file=sys.stderr)
             status = 1

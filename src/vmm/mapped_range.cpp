@@ -198,8 +198,11 @@ Result<void> wait_for_device_users(const OwnerContext& owner, std::uint64_t devi
         in_context(owner.handle(), [] { return call_driver(&DriverTable::cuCtxSynchronize_v2000); });
     // No context current (and none held): no work can be running in it.
     if (!result && result.error().driver_result == CUDA_ERROR_INVALID_CONTEXT && owner.empty()) result = ok();
-    for (int device = 0; device < 64; ++device) {
-        if ((devices & (std::uint64_t{1} << device)) == 0) continue;
+    // Only up to the highest device granted (usually the first few): every
+    // unmap comes here.
+    std::uint64_t rest = devices;
+    for (int device = 0; rest != 0; ++device, rest >>= 1) {
+        if ((rest & 1) == 0) continue;
         if (!owner.empty() && owner.device() == static_cast<CUdevice>(device)) continue;
         auto synchronized = synchronize_primary_context(device);
         if (!synchronized && result.has_value()) result = std::move(synchronized);

@@ -10,8 +10,10 @@ here on made-up runs whose right answer is known (no GPU, no cudyn-bench).
 With each pair RUNS_DIR PERFORMANCE_MD it also runs `bench_repeat.py
 --combine RUNS_DIR --check PERFORMANCE_MD`. Exit status 0 when every expectation holds.
 """
+import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
@@ -76,6 +78,16 @@ def main():
     expect(blocks == 2 and "old" not in filled and "`a/steady`" in filled and "`a/flip`" in filled,
            "--write fills each block with the cases of its prefixes")
     expect(bench_repeat.fill_blocks(filled, combined)[0] == filled, "filling twice changes nothing")
+    with tempfile.TemporaryDirectory() as base:
+        other = Path(base) / "other-machine"
+        other.mkdir()
+        (other / "run-1.json").write_text(json.dumps({"cases": [case("b/own", [10, 10, 10, 10], [12, 12, 12, 12],
+                                                                      1.20)]}))
+        text = ("<!-- bench-table:begin a/st -->\n<!-- bench-table:end -->\n"
+                "<!-- bench-table:begin runs=other-machine b/ -->\n<!-- bench-table:end -->\n")
+        filled, blocks = bench_repeat.fill_blocks(text, combined, base)
+        expect(blocks == 2 and "`a/steady`" in filled and "`b/own`" in filled and "1.200x" in filled,
+               "a block naming runs=FOLDER is filled from that folder's runs, the others from the page's")
 
     pairs = sys.argv[2:]
     expect(len(pairs) % 2 == 0, "runs folders and Markdown files come in pairs")

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "cudyn/loader/driver_call.hpp"
 
 #include <cuda.h>
 
@@ -28,6 +29,19 @@ struct ContextRetain;  // one cuDevicePrimaryCtxRetain, released with the last o
 class OwnerContext {
 public:
     OwnerContext() noexcept = default;  // none (no context was current)
+    OwnerContext(const OwnerContext&) = default;
+    OwnerContext& operator=(const OwnerContext&) = default;
+    // A moved-from OwnerContext is empty.
+    OwnerContext(OwnerContext&& other) noexcept
+        : context_(std::move(other.context_)),
+          handle_(std::exchange(other.handle_, nullptr)),
+          device_(std::exchange(other.device_, 0)) {}
+    OwnerContext& operator=(OwnerContext&& other) noexcept {
+        context_ = std::move(other.context_);
+        handle_ = std::exchange(other.handle_, nullptr);
+        device_ = std::exchange(other.device_, 0);
+        return *this;
+    }
 
     // The calling thread's current context. A primary context is retained;
     // every owner created in it shares one retain (so creating an owner costs
@@ -41,12 +55,19 @@ public:
     // retain (no driver call) and keep the context after it is released.
     static Result<OwnerContext> retain_primary(CUdevice device);
 
-    CUcontext handle() const noexcept;
+    // Read on every operation that makes the owner's context current, so kept
+    // beside the shared retain rather than read through it (no call, no
+    // dereference of the shared record).
+    CUcontext handle() const noexcept { return handle_; }
     // The context's device (0 when empty).
-    CUdevice device() const noexcept;
+    CUdevice device() const noexcept { return device_; }
     bool empty() const noexcept { return context_ == nullptr; }
     // Drops this owner's reference (the retain goes with the last one, silently).
-    void reset() noexcept { context_.reset(); }
+    void reset() noexcept {
+        context_.reset();
+        handle_ = nullptr;
+        device_ = 0;
+    }
     // The same, reporting the driver's answer when this was the last
     // reference; a refusal keeps the reference (retry).
     Result<void> release();
@@ -62,7 +83,11 @@ public:
     Result<void> release_into(Release&& release, Forget&& forget);
 
 private:
+    explicit OwnerContext(std::shared_ptr<ContextRetain> shared) noexcept;
+
     std::shared_ptr<ContextRetain> context_;
+    CUcontext handle_ = nullptr;  // context_'s, copied
+    CUdevice device_ = 0;
 };
 
 // cuDevicePrimaryCtxRelease_v2 (11.0+) where the driver has it, else the 7.0
@@ -77,11 +102,27 @@ Result<void> release_primary_context(CUdevice device);
 // explicit operation ends the scope with finish(), which reports a failed
 // put-back; only a destructor leaves it to the scope's end, where a failure
 // goes unreported (a destructor has no one to tell).
+//
+// Every stream operation and every owner's release opens one, so the common
+// case is inline and builds nothing: one cuCtxGetCurrent through the table
+// and one comparison when the context is current already. A switch, and any
+// failure (with its error text), go out of line.
 class ContextScope {
 public:
-    explicit ContextScope(CUcontext context) noexcept;
+    explicit ContextScope(CUcontext context) noexcept : context_(context) {
+        if (context == nullptr) return;
+        const DriverTable* table = usable_driver();
+        CUresult asked = CUDA_ERROR_NOT_INITIALIZED;
+        if (table != nullptr && table->cuCtxGetCurrent_v4000 != nullptr) {
+            asked = table->cuCtxGetCurrent_v4000(&previous_);
+            if (asked == CUDA_SUCCESS && previous_ == context) return;
+        }
+        enter(context, table, asked);
+    }
     explicit ContextScope(const OwnerContext& context) noexcept : ContextScope(context.handle()) {}
-    ~ContextScope();
+    ~ContextScope() {
+        if (switched_) leave();
+    }
     ContextScope(const ContextScope&) = delete;
     ContextScope& operator=(const ContextScope&) = delete;
 
@@ -103,7 +144,10 @@ public:
     }
 
 private:
-    Result<void> restore() noexcept;
+    // Not current (or the query failed, `asked` its answer): the switch, or the error.
+    void enter(CUcontext context, const DriverTable* table, CUresult asked) noexcept;
+    void leave() noexcept;  // puts `previous_` back, unreported
+    Result<void> restore() noexcept;  // puts `previous_` back, reported
     Error not_restored(Error restore_error, const Error* call_error) const;
 
     CUcontext context_ = nullptr;

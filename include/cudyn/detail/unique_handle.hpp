@@ -6,6 +6,7 @@
 
 #include "cudyn/core/result.hpp"
 
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -42,11 +43,16 @@ public:
 
     UniqueHandle() noexcept = default;  // empty
     explicit UniqueHandle(Held held) noexcept : held_(std::move(held)) {}
-    UniqueHandle(UniqueHandle&& other) noexcept : held_(std::exchange(other.held_, Held{})) {}
+    // An owner is moved several times on its way out of the call that made it
+    // (into its Result, out of it, into the typed owner): the source is
+    // emptied in place (its record destroyed, a Held{} made there), not
+    // through a temporary record and a move-assignment.
+    UniqueHandle(UniqueHandle&& other) noexcept : held_(std::move(other.held_)) { other.make_empty(); }
     UniqueHandle& operator=(UniqueHandle&& other) noexcept {
         if (this != &other) {
             reset();
-            held_ = std::exchange(other.held_, Held{});
+            held_ = std::move(other.held_);
+            other.make_empty();
         }
         return *this;
     }
@@ -79,6 +85,13 @@ private:
     template <typename H = Held>
     static auto abandon(H& held, int) noexcept -> decltype(held.abandon()) { held.abandon(); }
     static void abandon(Held&, long) noexcept {}
+
+    // What a move leaves: a value-initialised record, whatever Held's own
+    // moves leave behind (plain members keep their values when moved from).
+    void make_empty() noexcept {
+        held_.~Held();
+        ::new (static_cast<void*>(&held_)) Held{};
+    }
 
     Held held_{};
 };

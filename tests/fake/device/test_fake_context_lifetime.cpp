@@ -100,6 +100,40 @@ TEST_CASE("owners created in one context share one retain of it", "[emulated][co
     CHECK(fake.primary_ctx_refcount(0) == baseline);
 }
 
+// Owners made one after another in one context share the retain through the
+// thread's cache (no lock, no driver call); the cache holds it weakly, so it
+// keeps nothing alive, and a retain given back is never handed out again.
+TEST_CASE("the retain a thread shared last is shared again, and kept alive only by owners",
+          "[emulated][context-lifetime]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    const int baseline = fake.primary_ctx_refcount(0);
+    const long retains = fake.call_count("cuDevicePrimaryCtxRetain");
+    {
+        auto context = activate(0);
+        auto first = take(DeviceBuffer<float>::allocate(16));
+        // The program's explicit release is not the last reference: the buffer keeps the context.
+        require_ok(context.release());
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
+        auto second = take(DeviceBuffer<float>::allocate(16));
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
+        CHECK(fake.call_count("cuDevicePrimaryCtxRetain") == retains + 1);
+        require_ok(first.free());
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);  // `second` still holds it
+    }
+    // The last owner gone, the retain went: the thread's cache did not keep it.
+    CHECK(fake.primary_ctx_refcount(0) == baseline);
+    {
+        // The same context taken again: owners share the new retain, not the old one.
+        auto context = activate(0);
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
+        auto third = take(DeviceBuffer<float>::allocate(16));
+        require_ok(context.release());
+        CHECK(fake.primary_ctx_refcount(0) == baseline + 1);
+        require_ok(third.fill(1.0f));
+    }
+    CHECK(fake.primary_ctx_refcount(0) == baseline);
+}
+
 TEST_CASE("owners release into their own context, from any thread, whatever is current there",
           "[emulated][context-lifetime]") {
     const FakeDriver& fake = FakeDriver::loaded();
