@@ -9,6 +9,8 @@
 #      the Meson consumer through pkg-config and runs its tests
 #   2. the same Meson consumer with cudyn as a subproject (subprojects/cudyn
 #      -> this checkout, --force-fallback-for=cudyn)
+#   2b. the installed libcudyn against the committed ABI baseline
+#      (scripts/check_abi.sh, abidw/abidiff)
 #   3. CMake consumer through find_package(cudyn CONFIG) (CMAKE_PREFIX_PATH)
 #   4. CMake consumer linking cudyn::cudyn_static from a copy of the install
 #      staged elsewhere (meson install --destdir): the CMake package, and the
@@ -103,6 +105,18 @@ quiet env -u LD_LIBRARY_PATH python3 "$here/scripts/check_info_report.py" "$pref
 
 step "meson consumer via pkg-config (the CI template's build)"
 run_consumer meson-pkg-config "$work/consumers-template/meson/build/consumer" "$libdir" "$fake_dir"
+
+step "the installed libcudyn against the committed ABI baseline (scripts/check_abi.sh)"
+# Its types are described from the headers it was compiled from: the debug
+# information names the source tree's include/.
+if command -v abidw >/dev/null 2>&1; then
+    abi_start=$SECONDS
+    quiet bash "$here/scripts/check_abi.sh" "$libdir/libcudyn.so.$version" "$here/include"
+    echo "$(tail -n 1 "$work/last.log") ($((SECONDS - abi_start)) s)"
+else
+    echo "consumers: abidw not found (apt-get install abigail-tools): the ABI check did not run" >&2
+    exit 1
+fi
 
 step "meson consumer with cudyn as a subproject"
 # The whole consumers folder, so meson/ still finds ../consumer_main.cpp.
