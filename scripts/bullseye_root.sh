@@ -7,6 +7,10 @@
 #   scripts/bullseye_root.sh run ROOT CMD...    run CMD inside ROOT, /proc mounted, clean environment
 #   scripts/bullseye_root.sh unmount ROOT       unmount whatever is still mounted under ROOT
 #
+# CUDYN_ROOT_SUITE=bookworm makes a Debian 12 root the same way instead (the
+# Debian packages' check, scripts/check_debian.sh: a system with nothing of
+# cudyn but what the packages install).
+#
 # ROOT holds, from Debian's bullseye packages (debootstrap): g++ 10, ninja,
 # pkg-config, python3, Catch2 2.13 and CMake 3.18 (for the consumer checks);
 # plus Meson from this machine's apt (bookworm's 1.0.1, the project's floor:
@@ -20,8 +24,9 @@
 set -euo pipefail
 
 packages=g++,ninja-build,pkg-config,python3,python3-setuptools,python3-pkg-resources,catch2,cmake
+suite="${CUDYN_ROOT_SUITE:-bullseye}"
 # Written last by create: a root without it is an interrupted create, made again.
-marker=.cudyn-bullseye-root
+marker=".cudyn-$suite-root"
 
 usage() {
     echo "usage: scripts/bullseye_root.sh create ROOT | run ROOT CMD... | unmount ROOT" >&2
@@ -137,9 +142,9 @@ create() {
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
         }
         mirror="$(debian_mirror)"
-        echo "bullseye_root: debootstrap bullseye from $mirror into $root"
+        echo "bullseye_root: debootstrap $suite from $mirror into $root"
         mkdir -p "$root"
-        if ! debootstrap --variant=minbase --include="$packages" bullseye "$root" "$mirror" >"$root.debootstrap.log" 2>&1; then
+        if ! debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$mirror" >"$root.debootstrap.log" 2>&1; then
             tail -n 30 "$root.debootstrap.log" >&2
             unmount_all "$root" || true
             echo "bullseye_root: debootstrap failed (log: $root.debootstrap.log)" >&2

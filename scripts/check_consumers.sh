@@ -3,9 +3,14 @@
 # temporary prefix and builds and runs the two consumer projects
 # (tests/consumers/meson, tests/consumers/cmake) against it, the way another
 # project would take the library:
-#   1. Meson consumer through pkg-config (PKG_CONFIG_PATH at the prefix)
+#   1. the CPU-only CI template a user copies (docs/guide/testing-without-
+#      a-gpu.md, scripts/run_ci_template.py): its install is the one below,
+#      its installed cudyn-info runs with no LD_LIBRARY_PATH, and it builds
+#      the Meson consumer through pkg-config and runs its tests
 #   2. the same Meson consumer with cudyn as a subproject (subprojects/cudyn
 #      -> this checkout, --force-fallback-for=cudyn)
+#   2b. the installed libcudyn against the committed ABI baseline
+#      (scripts/check_abi.sh, abidw/abidiff)
 #   3. CMake consumer through find_package(cudyn CONFIG) (CMAKE_PREFIX_PATH)
 #   4. CMake consumer linking cudyn::cudyn_static from a copy of the install
 #      staged elsewhere (meson install --destdir): the CMake package, and the
@@ -45,11 +50,15 @@ quiet() {
     fi
 }
 
-step "build and install cudyn into $prefix"
-quiet meson setup "$work/cudyn-build" "$here" -Dprefix="$prefix" -Dtests=disabled -Dbench=disabled \
-    -Dfake_driver=enabled
-quiet meson compile -C "$work/cudyn-build"
-quiet meson install -C "$work/cudyn-build"
+step "the CPU-only CI template of docs/guide/testing-without-a-gpu.md, as written"
+# Its install (with the fakes, prefix $prefix, libdir lib) is the one every
+# step below uses; its last step builds tests/consumers/meson through
+# pkg-config and runs its tests on the installed fakes.
+cp -r "$here/tests/consumers" "$work/consumers-template"
+quiet python3 "$here/scripts/run_ci_template.py" "$here/docs/guide/testing-without-a-gpu.md" --source "$here" \
+    --project "$work/consumers-template/meson" --prefix "$prefix" --build "$work/cudyn-build"
+grep -E '^(Ok|Fail|Skipped):' "$work/last.log" | tr '\n' ' '
+echo
 quiet meson install -C "$work/cudyn-build" --destdir "$work/moved"  # a second, relocated copy
 
 pc_file="$(find "$prefix" -name cudyn.pc -print -quit)"
@@ -64,7 +73,9 @@ done
 for variant in emulated cuda12 cuda11 legacy stub broken; do
     [ -f "$fake_dir/$variant/libcuda.so.1" ] || { echo "consumers: not installed: $fake_dir/$variant/libcuda.so.1" >&2; exit 1; }
 done
-ls "$libdir"/libcudyn.so* "$libdir"/libcudyn.a >/dev/null
+version="$(PKG_CONFIG_PATH="$(dirname "$pc_file")" pkg-config --modversion cudyn)"
+ls "$libdir/libcudyn.so.${version%.*}" "$libdir/libcudyn.so.$version" "$libdir"/libcudyn.a >/dev/null
+[ -f "$prefix/share/doc/cudyn/docs/guide/testing-without-a-gpu.md" ] || { echo "consumers: the guide is not installed" >&2; exit 1; }
 pc_fake_dir="$(PKG_CONFIG_PATH="$(dirname "$pc_file")" pkg-config --variable=fake_driver_dir cudyn)"
 [ "$pc_fake_dir" -ef "$fake_dir" ] || { echo "consumers: cudyn.pc names fake_driver_dir=$pc_fake_dir, not $fake_dir" >&2; exit 1; }
 
@@ -84,18 +95,30 @@ arena_tests() {
     echo
 }
 
-step "installed cudyn-info"
-quiet env CUDYN_DRIVER_PATH="$fake_dir/emulated/libcuda.so.1" LD_LIBRARY_PATH="$libdir" "$prefix/bin/cudyn-info"
+step "installed cudyn-info, with no environment but the driver (its rpath finds libcudyn)"
+quiet env -u LD_LIBRARY_PATH CUDYN_DRIVER_PATH="$fake_dir/emulated/libcuda.so.1" "$prefix/bin/cudyn-info"
 grep -q 'state           loaded' "$work/last.log" || { cat "$work/last.log" >&2; exit 1; }
+quiet env -u LD_LIBRARY_PATH "$prefix/bin/cudyn-info" --version
+grep -qx "cudyn-info $version (libcudyn $version)" "$work/last.log" || { cat "$work/last.log" >&2; exit 1; }
 step "installed cudyn-info explains each unusable state and names the installed fake for a dry run"
-quiet env LD_LIBRARY_PATH="$libdir" python3 "$here/scripts/check_info_report.py" "$prefix/bin/cudyn-info" "$fake_dir"
+quiet env -u LD_LIBRARY_PATH python3 "$here/scripts/check_info_report.py" "$prefix/bin/cudyn-info" "$fake_dir"
 
-step "meson consumer via pkg-config"
-quiet env PKG_CONFIG_PATH="$(dirname "$pc_file")" meson setup "$work/meson-pc" "$here/tests/consumers/meson" \
-    --wrap-mode=nofallback
-quiet meson compile -C "$work/meson-pc"
-run_consumer meson-pkg-config "$work/meson-pc/consumer" "$libdir" "$fake_dir"
-arena_tests meson-pkg-config "$libdir" meson test -C "$work/meson-pc" --suite arena --print-errorlogs
+step "meson consumer via pkg-config (the CI template's build)"
+# meson test built what the tests need; the consumer program too.
+quiet meson compile -C "$work/consumers-template/meson/build"
+run_consumer meson-pkg-config "$work/consumers-template/meson/build/consumer" "$libdir" "$fake_dir"
+
+step "the installed libcudyn against the committed ABI baseline (scripts/check_abi.sh)"
+# Its types are described from the headers it was compiled from: the debug
+# information names the source tree's include/.
+if command -v abidw >/dev/null 2>&1; then
+    abi_start=$SECONDS
+    quiet bash "$here/scripts/check_abi.sh" "$libdir/libcudyn.so.$version" "$here/include"
+    echo "$(tail -n 1 "$work/last.log") ($((SECONDS - abi_start)) s)"
+else
+    echo "consumers: abidw not found (apt-get install abigail-tools): the ABI check did not run" >&2
+    exit 1
+fi
 
 step "meson consumer with cudyn as a subproject"
 # The whole consumers folder, so meson/ still finds ../consumer_main.cpp.

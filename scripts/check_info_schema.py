@@ -18,14 +18,22 @@ import json
 import subprocess
 import sys
 
-TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float), "integer": int}
+TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float), "integer": int,
+         "null": type(None)}
+
+
+def type_matches(value, expected):
+    """Whether value has the type, or one of the types of a list."""
+    for kind in expected if isinstance(expected, list) else [expected]:
+        if isinstance(value, TYPES[kind]) and not (kind in ("integer", "number") and isinstance(value, bool)):
+            return True
+    return False
 
 
 def validate(value, schema, path, problems):
     expected = schema.get("type")
     if expected:
-        ok = isinstance(value, TYPES[expected]) and not (expected in ("integer", "number") and isinstance(value, bool))
-        if not ok:
+        if not type_matches(value, expected):
             problems.append(f"{path}: {type(value).__name__}, the schema says {expected}")
             return
     if "enum" in schema and value not in schema["enum"]:

@@ -2,6 +2,7 @@
 # The portable release, made and proven: .ci/run's last stage.
 #
 #   scripts/check_release.sh [OUT_DIR [BUILD_DIR]]
+#   CUDYN_RELEASE_CHECKS=debian scripts/check_release.sh [OUT_DIR]   the debian-* checks alone
 #
 # OUT_DIR (default: build-portable) gets scripts/release's tarball and its
 # Debian 11 (bullseye) root; BUILD_DIR, a build of this machine (default:
@@ -23,6 +24,11 @@
 #                         package (cudyn::cudyn) and the static library
 #                         (cudyn::cudyn_static), each run on the emulated fake
 #                         driver that gcc10-build made
+#   debian-*              the Debian packages (debian/): built on this machine,
+#                         lintian, installed in a fresh Debian 12 root, where
+#                         cudyn-info runs from the package and tests/consumers
+#                         builds against the packages and runs its tests on
+#                         the packaged fakes
 #   host-*                the same tarball on this machine (newer glibc): its
 #                         cudyn-info, and the consumer built by this machine's
 #                         c++ against libcudyn.so and against libcudyn.a; its
@@ -69,6 +75,79 @@ check() {
         return 1
     fi
 }
+
+# (c) the Debian packages (debian/): built here (Debian 12) without their
+# test suites (the stages before ran the same code's), lintian, then
+# installed in a fresh Debian 12 root that has nothing of cudyn but them,
+# where cudyn-info runs with no environment and tests/consumers builds against
+# them (pkg-config and find_package, no path given) and runs its tests on the
+# packaged fakes. The MPI packages are built and checked by lintian, not
+# installed there (they would bring Open MPI into the root).
+deb_dir="$out_dir/debian"
+deb_root="$out_dir/bookworm"
+in_deb_root=(env CUDYN_ROOT_SUITE=bookworm bash "$here/scripts/bullseye_root.sh" run "$deb_root")
+debian_packages() {
+    rm -rf "$deb_dir" && mkdir -p "$deb_dir/cudyn"
+    # The checkout's files, not its build folders.
+    git -C "$here" ls-files -co --exclude-standard | tar -C "$here" -cf - -T - | tar -C "$deb_dir/cudyn" -xf -
+    local profiles=nocheck
+    dpkg -s mpi-default-dev >/dev/null 2>&1 || profiles+=,pkg.cudyn.nompi
+    (cd "$deb_dir/cudyn" && DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -b -us -uc -P"$profiles")
+    ls "$deb_dir"/*.deb
+}
+debian_lintian() {
+    # Errors and warnings fail; each tag let through is explained in debian/*.lintian-overrides.
+    lintian --fail-on error,warning "$deb_dir"/*.changes
+}
+debian_install() {
+    CUDYN_ROOT_SUITE=bookworm bash "$here/scripts/bullseye_root.sh" create "$deb_root"
+    # A re-run's root: what an earlier run installed goes first.
+    "${in_deb_root[@]}" sh -c 'dpkg -l "*cudyn*" 2>/dev/null | awk "/^ii/ { print \$2 }" | xargs -r dpkg --purge'
+    rm -rf "$deb_root/work" && mkdir -p "$deb_root/work/debs"
+    cp "$deb_dir"/*.deb "$deb_root/work/debs/"
+    rm -f "$deb_root"/work/debs/*mpi* "$deb_root"/work/debs/*dbgsym*
+    "${in_deb_root[@]}" sh -c 'dpkg -i /work/debs/*.deb'
+    cp -r "$here/tests/consumers" "$deb_root/work/consumers"
+}
+packaged() {
+    "${in_deb_root[@]}" bash -euo pipefail -c "$1"
+}
+debian_checks() {
+    if check debian-packages debian_packages; then
+        check debian-lintian debian_lintian
+        if check debian-install debian_install; then
+            check debian-cudyn-info packaged '
+                version="$(cudyn-info --version)"
+                echo "$version"
+                grep -qx "cudyn-info [0-9.]* (libcudyn [0-9.]*)" <<<"$version"
+                report="$(cudyn-info)"  # no driver in the root: it says so and exits 0
+                echo "$report"
+                grep -q "state           not_found" <<<"$report"
+                guide=/usr/share/doc/cudyn/docs/guide/testing-without-a-gpu.md
+                test -f "$guide" && grep -qF "$guide" <<<"$report"
+                fake="$(pkg-config --variable=fake_driver_dir cudyn)/emulated/libcuda.so.1"
+                CUDYN_DRIVER_PATH="$fake" cudyn-info --json | grep -q "\"state\": \"loaded\""'
+            check debian-consumer-meson packaged '
+                cd /work/consumers/meson && rm -rf build
+                meson setup build --wrap-mode=nofallback
+                meson compile -C build
+                meson test -C build --print-errorlogs
+                fake="$(pkg-config --variable=fake_driver_dir cudyn)/emulated/libcuda.so.1"
+                CUDYN_DRIVER_PATH="$fake" build/consumer --expect loaded'
+            check debian-consumer-cmake packaged '
+                rm -rf /work/cmake && cmake -S /work/consumers/cmake -B /work/cmake -G Ninja -DCMAKE_BUILD_TYPE=Release
+                cmake --build /work/cmake
+                ctest --test-dir /work/cmake --output-on-failure'
+        fi
+    fi
+}
+
+# CUDYN_RELEASE_CHECKS=debian: the Debian packages' checks alone.
+if [ "${CUDYN_RELEASE_CHECKS:-all}" = debian ]; then
+    debian_checks
+    python3 "$here/scripts/test_summary.py" "$testlog" || status=1
+    exit "$status"
+fi
 
 if ! check release bash "$here/scripts/release" "$out_dir"; then
     echo "release checks: no release, nothing else to check" >&2
@@ -177,6 +256,8 @@ check host-tarball-fake host '
     report="$(env CUDYN_DRIVER_PATH=/nonexistent/libcuda.so.1 "$PREFIX/bin/cudyn-info")"
     echo "$report"
     grep -qF "CUDYN_DRIVER_PATH=$(cd "$fake" && pwd -P)/emulated/libcuda.so.1 " <<<"$report"'
+
+debian_checks
 
 summary_logs=("$testlog")
 [ -f "$gcc10_testlog" ] && summary_logs+=("$gcc10_testlog")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's support matrix: which cudyn feature works on which driver.
+"""The support matrix (docs/support-matrix.md): which cudyn feature works on which driver.
 
 Every column is measured, never typed in: cudyn-info --json is run against each
 fake driver variant of a build folder (and against a path that does not
@@ -9,8 +9,8 @@ from the entry points that resolved and device 0's capabilities, by the same
 rules the library applies before calling the driver.
 
     support_matrix.py BUILD_DIR REAL_JSON --print          # the table
-    support_matrix.py BUILD_DIR REAL_JSON --write README.md  # replace it between the markers
-    support_matrix.py BUILD_DIR REAL_JSON --check README.md  # exit 1 if README differs
+    support_matrix.py BUILD_DIR REAL_JSON --write docs/support-matrix.md  # replace it between the markers
+    support_matrix.py BUILD_DIR REAL_JSON --check docs/support-matrix.md  # exit 1 if the page differs
 """
 import json
 import os
@@ -314,7 +314,7 @@ def main(argv):
         return 0
     if argv[2] == "--check":
         if wanted != readme:
-            print("README's support matrix differs from what the drivers report now; expected:\n" + table)
+            print(f"{readme_path}'s support matrix differs from what the drivers report now; expected:\n" + table)
             return 1
         print("support matrix in %s matches %d measured drivers" % (readme_path, len(columns)))
         return 0

@@ -3,12 +3,14 @@
 //   cudyn-info                 human-readable report
 //   cudyn-info --json          one JSON object (state, library_path, driver_version, devices, nvml, peers, entry_points)
 //   cudyn-info --require-gpu   exit 1 unless a usable device was found (a node health check)
-//   cudyn-info --require T,..  exit 3 unless every device passed those capability trials,
+//   cudyn-info --require T,..  exit 1 without a usable device, exit 3 unless every device
+//                              passed those capability trials,
 //                              exit 4 unless those topology conditions hold
 //   cudyn-info --schema        the JSON Schema of --json's output
 //
 // It exits 0 whenever it could report, even when no driver is installed
-// (exit codes: README "Node health checks").
+// (exit codes: docs/guide/loader.md, "Node health checks").
+#include "cudyn/core/version.hpp"
 #include "cudyn/device/capability_fingerprint.hpp"
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/device_capabilities.hpp"
@@ -52,8 +54,17 @@ struct DeviceReport {
     std::string nvlink_error;
 };
 
-// Exit codes, documented in the README's node health check section.
+// Exit codes, documented in docs/guide/loader.md ("Node health checks"). No
+// usable device is exit 1 for --require-gpu and --require alike: there is
+// nothing to try a trial or condition on.
 enum ExitCode { kExitOk = 0, kExitNoGpu = 1, kExitUsage = 2, kExitTrialFailed = 3, kExitConditionFailed = 4 };
+
+// The loader calls cuInit once it opened a library with cuInit and
+// cuDriverGetVersion; those states are the ones it reaches only after.
+bool init_ran(const cudyn::LoadReport& report) {
+    return report.state == cudyn::LoadState::Loaded || report.state == cudyn::LoadState::Stub ||
+           report.state == cudyn::LoadState::InitFailed;
+}
 
 // Which physical device, and (where NVML is loaded) its fabric and links.
 void collect_identity(const cudyn::Device& device, DeviceReport& report) {
@@ -215,8 +226,12 @@ void print_json(const cudyn::LoadReport& report, const std::vector<DeviceReport>
     std::printf("  \"requested_path\": %s,\n", json_string(report.requested_path).c_str());
     std::printf("  \"library_path\": %s,\n", json_string(report.library_path).c_str());
     std::printf("  \"driver_version\": %d,\n", report.driver_version);
-    std::printf("  \"init_result\": %d,\n", static_cast<int>(report.init_result));
-    std::printf("  \"init_result_name\": %s,\n", json_string(cudyn::cuda_error_name(report.init_result)).c_str());
+    if (init_ran(report)) {
+        std::printf("  \"init_result\": %d,\n", static_cast<int>(report.init_result));
+        std::printf("  \"init_result_name\": %s,\n", json_string(cudyn::cuda_error_name(report.init_result)).c_str());
+    } else {
+        std::printf("  \"init_result\": null,\n  \"init_result_name\": null,\n");
+    }
     std::printf("  \"load_ms\": %.3f,\n", report.load_milliseconds);
     std::printf("  \"device_error\": %s,\n", json_string(device_error).c_str());
     std::printf("  \"devices\": [");
@@ -356,11 +371,10 @@ void print_human(const cudyn::LoadReport& report, const std::vector<DeviceReport
     if (report.driver_version != 0)
         std::printf("  driver version  %d.%d (%d)\n", report.driver_version / 1000, report.driver_version % 1000 / 10,
                     report.driver_version);
-    if (!report.library_path.empty()) {
+    if (init_ran(report))
         std::printf("  cuInit          %s (%d)\n", cudyn::cuda_error_name(report.init_result),
                     static_cast<int>(report.init_result));
-        std::printf("  load time       %.3f ms\n", report.load_milliseconds);
-    }
+    if (!report.library_path.empty()) std::printf("  load time       %.3f ms\n", report.load_milliseconds);
     if (!device_error.empty()) std::printf("  devices         error: %s\n", device_error.c_str());
     for (const DeviceReport& d : devices) {
         std::printf("\n  device %d: %s, compute %d.%d, %s\n", d.ordinal, d.name.c_str(), d.compute_capability.major,
@@ -432,31 +446,59 @@ std::string normalized(const std::string& path) {
 
 // --- what a state means for a program, and what to do next -----------------
 
-// The emulated fake driver this cudyn-info can point a dry run at: next to a
-// build tree's cudyn-info (<build>/tools/ -> <build>/tests/fakecuda/), or in
-// the install tree it belongs to (<bindir> -> <libdir>/cudyn/fake/, relative
-// first so an unpacked release tarball finds its own). Empty when none is there.
-std::string find_fake_driver() {
-    std::vector<std::string> candidates;
+// The folder this cudyn-info runs from; empty where it cannot be known.
+std::string own_folder() {
 #ifdef __linux__
     char self[4096];
     const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
     if (length > 0) {
         self[length] = '\0';
         std::string folder(self);
-        folder.erase(folder.rfind('/'));
-        if (!std::string(CUDYN_INFO_FAKE_FROM_BINDIR).empty())
-            candidates.push_back(folder + "/" CUDYN_INFO_FAKE_FROM_BINDIR);
-        candidates.push_back(folder + "/../tests/fakecuda/emulated/" CUDYN_INFO_FAKE_NAME);
+        return folder.erase(folder.rfind('/'));
     }
 #endif
-    candidates.emplace_back(CUDYN_INFO_FAKE_INSTALLED);
+    return {};
+}
+
+// The first candidate that is a regular file at an absolute path, normalized;
+// empty when none is.
+std::string first_file(const std::vector<std::string>& candidates) {
     for (const std::string& candidate : candidates) {
         if (candidate.empty() || candidate[0] != '/') continue;  // the loader takes absolute paths only
         struct stat status {};
         if (stat(candidate.c_str(), &status) == 0 && S_ISREG(status.st_mode)) return normalized(candidate);
     }
     return {};
+}
+
+// The emulated fake driver this cudyn-info can point a dry run at: next to a
+// build tree's cudyn-info (<build>/tools/ -> <build>/tests/fakecuda/), or in
+// the install tree it belongs to (<bindir> -> <libdir>/cudyn/fake/, relative
+// first so an unpacked release tarball finds its own). Empty when none is there.
+std::string find_fake_driver() {
+    std::vector<std::string> candidates;
+    const std::string folder = own_folder();
+    if (!folder.empty()) {
+        if (!std::string(CUDYN_INFO_FAKE_FROM_BINDIR).empty())
+            candidates.push_back(folder + "/" CUDYN_INFO_FAKE_FROM_BINDIR);
+        candidates.push_back(folder + "/../tests/fakecuda/emulated/" CUDYN_INFO_FAKE_NAME);
+    }
+    candidates.emplace_back(CUDYN_INFO_FAKE_INSTALLED);
+    return first_file(candidates);
+}
+
+// A page of the installed guide (<datadir>/doc/cudyn/docs/guide/), found the same
+// way as the fake: relative to this cudyn-info first, then the configured
+// path. A build tree's cudyn-info has none installed: the page's place in
+// cudyn's sources is named instead.
+std::string guide_page(const char* page) {
+    std::vector<std::string> candidates;
+    const std::string folder = own_folder();
+    if (!folder.empty() && !std::string(CUDYN_INFO_DOC_FROM_BINDIR).empty())
+        candidates.push_back(folder + "/" CUDYN_INFO_DOC_FROM_BINDIR "/docs/guide/" + page);
+    candidates.push_back(std::string(CUDYN_INFO_DOC_INSTALLED "/docs/guide/") + page);
+    const std::string found = first_file(candidates);
+    return found.empty() ? std::string("docs/guide/") + page + " in cudyn's sources" : found;
 }
 
 // The command a user pastes for a dry run on the fake: the same report, on an
@@ -554,21 +596,24 @@ void print_next_steps(const cudyn::LoadReport& report, const std::vector<DeviceR
         std::printf("                  - or a dry run on cudyn's fake driver: build cudyn with -Dfake_driver=enabled "
                     "(or its tests), then CUDYN_DRIVER_PATH=<fake>/emulated/" CUDYN_INFO_FAKE_NAME " cudyn-info\n");
     }
-    std::printf("                  (docs/guide/testing-without-a-gpu.md: a program's tests on the fake)\n");
+    std::printf("                  - a program's own tests on the fake: %s\n",
+                guide_page("testing-without-a-gpu.md").c_str());
 }
 
 void print_usage() {
     std::printf(
-        "usage: cudyn-info [--json] [--verbose] [--no-trials] [--require-gpu] [--require NAME,...] [--schema]\n"
+        "usage: cudyn-info [--json] [--verbose] [--no-trials] [--require-gpu] [--require NAME,...] [--schema] [--version]\n"
         "  --json         print one JSON object instead of the human-readable report\n"
         "  --verbose      list every entry point and how it was resolved\n"
         "  --no-trials    report attributes only: no capability trials (no allocation, no module load)\n"
         "  --require-gpu  exit 1 unless the driver is loaded and at least one device answered\n"
-        "  --require N,.. exit 3 unless every device's trials N (e.g. vmm_posix_fd,dma_buf) worked;\n"
+        "  --require N,.. exit 1 as --require-gpu does; exit 3 unless every device's trials N\n"
+        "                 (e.g. vmm_posix_fd,dma_buf) worked;\n"
         "                 exit 4 unless the conditions N hold: all_pairs_peer_access (every ordered pair of\n"
         "                 devices can enable peer access), fabric_healthy (every GPU registered in a healthy\n"
         "                 NVLink fabric, from NVML), nvlinks_active (every GPU has NVLinks, all active)\n"
         "  --schema       print the JSON Schema of --json's output and exit\n"
+        "  --version      print cudyn-info's and the loaded libcudyn's versions and exit\n"
         "The driver is libcuda.so.1 unless CUDYN_DRIVER_PATH names another (absolute path).\n");
 }
 
@@ -678,6 +723,10 @@ int main(int argc, char** argv) {
             require_gpu = true;
         } else if (std::strcmp(argv[i], "--require") == 0 && i + 1 < argc) {
             if (!parse_required(argv[++i], required)) return kExitUsage;
+        } else if (std::strcmp(argv[i], "--version") == 0) {
+            // The library's own answer too: the program may run against another libcudyn.
+            std::printf("cudyn-info %s (libcudyn %s)\n", CUDYN_VERSION_STRING, cudyn::library_version());
+            return kExitOk;
         } else if (std::strcmp(argv[i], "--schema") == 0) {
             std::fputs(cudyn::tools::info_schema().c_str(), stdout);
             return kExitOk;
@@ -705,18 +754,18 @@ int main(int argc, char** argv) {
     else
         print_human(report, devices, topology, topology_error, device_error, verbose);
 
-    if (require_gpu) {
+    if (require_gpu || !required_trials.empty() || !required.conditions.empty()) {
         bool usable = false;
         for (const DeviceReport& d : devices) usable = usable || d.error.empty();
         if (!usable) {
-            std::fprintf(stderr, "cudyn-info: no usable GPU (%s)\n",
+            std::fprintf(stderr, "cudyn-info: %sno usable GPU (%s)\n", require_gpu ? "" : "--require: ",
                          report.state == cudyn::LoadState::Loaded ? "no device answered" : report.message.c_str());
             return kExitNoGpu;
         }
     }
     if (!required_trials.empty()) {
         // Every device must pass: a job placed on this node may get any of them.
-        bool passed = !devices.empty();
+        bool passed = true;
         for (const DeviceReport& d : devices) {
             for (const std::size_t t : required_trials) {
                 const cudyn::CapabilityTrialInfo& info = cudyn::capability_trial_list[t];
@@ -728,7 +777,6 @@ int main(int argc, char** argv) {
                              d.fingerprinted ? r.detail.c_str() : d.fingerprint_error.c_str());
             }
         }
-        if (devices.empty()) std::fprintf(stderr, "cudyn-info: --require: no device to try\n");
         if (!passed) return kExitTrialFailed;
     }
     bool conditions_hold = true;

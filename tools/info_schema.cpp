@@ -19,6 +19,11 @@ std::string typed(const char* type, const char* description) {
     return std::string("{\"type\": \"") + type + "\", \"description\": " + quoted(description) + "}";
 }
 
+// A value or null: the JSON Schema type list ["type", "null"].
+std::string nullable(const char* type, const char* description) {
+    return std::string("{\"type\": [\"") + type + "\", \"null\"], \"description\": " + quoted(description) + "}";
+}
+
 std::string string_enum(std::initializer_list<const char*> values, const char* description) {
     std::string out = "{\"type\": \"string\", \"enum\": [";
     const char* separator = "";
@@ -173,8 +178,8 @@ std::string info_schema() {
          {"requested_path", typed("string", "the library asked for")},
          {"library_path", typed("string", "the library opened, empty when none")},
          {"driver_version", typed("integer", "cuDriverGetVersion (13000 is CUDA 13.0); 0 when unknown")},
-         {"init_result", typed("integer", "cuInit's CUresult")},
-         {"init_result_name", typed("string", "its name")},
+         {"init_result", nullable("integer", "cuInit's CUresult; null when cuInit never ran (no driver opened)")},
+         {"init_result_name", nullable("string", "its name; null when cuInit never ran")},
          {"load_ms", typed("number", "how long loading took, in milliseconds")},
          {"device_error", typed("string", "why devices could not be listed, when they could not")},
          {"devices", "{\"type\": \"array\", \"description\": \"every device the driver lists\", \"items\": " + device + "}"},

@@ -9,6 +9,7 @@
 #include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/core/result.hpp"
 #include "cudyn/core/teardown.hpp"
+#include "cudyn/core/version.hpp"
 
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/loader/driver_table.hpp"

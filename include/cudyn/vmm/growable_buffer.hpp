@@ -56,13 +56,13 @@ public:
     // frees the range, silently.
     GrowableBuffer() noexcept = default;
 
-    // Maps chunks until size() >= bytes (no-op when already there), each a
+    // Maps chunks until size_bytes() >= bytes (no-op when already there), each a
     // MappedRange of its own PhysicalMemory, and sets access for the new ones
-    // in one call. InvalidArgument past capacity() or while released; a
+    // in one call. InvalidArgument past capacity_bytes() or while released; a
     // failure anywhere (create, map, access) unmaps and releases the chunks
     // this call added: the buffer keeps its previous size, nothing leaked.
     Result<void> grow_to(std::size_t bytes);
-    // Unmaps whole chunks past round_up(bytes, chunk_size()), last first,
+    // Unmaps whole chunks past round_up(bytes, chunk_size_bytes()), last first,
     // after the wait (no-op when already smaller). A chunk the driver refuses
     // to unmap stops it there, kept with every chunk below it: a retry goes
     // on from it.
@@ -83,7 +83,7 @@ public:
     Result<void> restore();
 
     CUdeviceptr device_address() const noexcept { return held_->range.device_address(); }
-    // The mapped bytes [address(), address() + size()) as elements, checked
+    // The mapped bytes [device_address(), device_address() + size_bytes()) as elements, checked
     // (DeviceSpan::from_bytes); empty while nothing is mapped or released.
     // Growing keeps the span's bytes where they are; shrinking or releasing
     // unmaps them, so take a new span after either.
@@ -101,7 +101,7 @@ public:
     // otherwise, and while nothing is mapped or the buffer is released.
     // Like a span, valid across growth, not across a shrink or release.
     void* host_address() const noexcept;
-    // Bytes mapped: a multiple of chunk_size(). While released, the size
+    // Bytes mapped: a multiple of chunk_size_bytes(). While released, the size
     // restore() will bring back.
     std::size_t size_bytes() const noexcept;
     std::size_t capacity_bytes() const noexcept { return held_->range.size_bytes(); }
