@@ -1,0 +1,192 @@
+// The four owning buffers: DeviceBuffer, PinnedBuffer, ZeroCopyBuffer,
+// ManagedBuffer (bytes; a typed view gives an element type and shape).
+#include "bindings.hpp"
+#include "errors.hpp"
+#include "memory_object.hpp"
+#include "owner.hpp"
+
+#include <cudyn/core/location.hpp>
+#include <cudyn/memory/device_buffer.hpp>
+#include <cudyn/memory/managed_buffer.hpp>
+#include <cudyn/memory/memory_info.hpp>
+#include <cudyn/memory/pinned_buffer.hpp>
+#include <cudyn/memory/zero_copy_buffer.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace cudyn_python {
+
+int owning_device(CUdeviceptr address) {
+    auto attributes = cudyn::pointer_attributes(address);
+    return attributes && attributes->device_ordinal >= 0 ? attributes->device_ordinal : 0;
+}
+
+MemoryDescription device_memory(CUdeviceptr address, std::size_t nbytes, int device) {
+    MemoryDescription described;
+    described.address = address;
+    described.device_address = address;
+    described.nbytes = nbytes;
+    described.device = {dlpack::Cuda, device};
+    return described;
+}
+
+namespace {
+
+using Byte = std::uint8_t;
+
+class PyDeviceBuffer final : public Owner<cudyn::DeviceBuffer<Byte>> {
+public:
+    explicit PyDeviceBuffer(std::size_t nbytes)
+        : Owner(unwrap(cudyn::DeviceBuffer<Byte>::allocate(nbytes)), "DeviceBuffer"),
+          device_(owning_device(buffer_.device_address())) {}
+    MemoryDescription describe(const char* operation) const override {
+        require_open(operation);
+        return device_memory(buffer_.device_address(), buffer_.size_bytes(), device_);
+    }
+
+private:
+    int device_;
+};
+
+cudyn::PinnedFlags pinned_flags(bool portable, bool write_combined) {
+    cudyn::PinnedFlags flags;
+    flags.portable = portable;
+    flags.write_combined = write_combined;
+    return flags;
+}
+
+class PyPinnedBuffer final : public Owner<cudyn::PinnedBuffer<Byte>> {
+public:
+    PyPinnedBuffer(std::size_t nbytes, bool portable, bool write_combined)
+        : Owner(unwrap(cudyn::PinnedBuffer<Byte>::allocate(nbytes, pinned_flags(portable, write_combined))),
+                "PinnedBuffer") {}
+    MemoryDescription describe(const char* operation) const override {
+        require_open(operation);
+        MemoryDescription described;
+        described.address = reinterpret_cast<std::uintptr_t>(buffer_.data());
+        described.nbytes = buffer_.size_bytes();
+        described.device = {dlpack::CudaHost, 0};
+        described.host_accessible = true;
+        return described;
+    }
+};
+
+class PyZeroCopyBuffer final : public Owner<cudyn::ZeroCopyBuffer<Byte>> {
+public:
+    PyZeroCopyBuffer(std::size_t nbytes, bool portable, bool write_combined)
+        : Owner(unwrap(cudyn::ZeroCopyBuffer<Byte>::allocate(nbytes, pinned_flags(portable, write_combined))),
+                "ZeroCopyBuffer") {}
+    MemoryDescription describe(const char* operation) const override {
+        require_open(operation);
+        MemoryDescription described;
+        described.address = reinterpret_cast<std::uintptr_t>(buffer_.data());
+        described.device_address = buffer_.device_address();
+        described.nbytes = buffer_.size_bytes();
+        described.device = {dlpack::CudaHost, 0};
+        described.host_accessible = true;
+        return described;
+    }
+};
+
+class PyManagedBuffer final : public Owner<cudyn::ManagedBuffer<Byte>> {
+public:
+    PyManagedBuffer(std::size_t nbytes, bool attach_host)
+        : Owner(unwrap(cudyn::ManagedBuffer<Byte>::allocate(
+                    nbytes, attach_host ? cudyn::ManagedAttach::Host : cudyn::ManagedAttach::Global)),
+                "ManagedBuffer"),
+          device_(owning_device(buffer_.device_address())) {}
+    MemoryDescription describe(const char* operation) const override {
+        require_open(operation);
+        MemoryDescription described;
+        described.address = buffer_.device_address();
+        described.device_address = buffer_.device_address();
+        described.nbytes = buffer_.size_bytes();
+        described.device = {dlpack::CudaManaged, device_};
+        described.host_accessible = true;
+        return described;
+    }
+    cudyn::ManagedRange range(const char* operation) const {
+        require_open(operation);
+        return unwrap(buffer_.managed_range());
+    }
+
+private:
+    int device_;
+};
+
+// Runs a managed-range call with the GIL released (prefetches can wait).
+template <typename Call>
+void managed_call(const PyManagedBuffer& self, const char* operation, Call call) {
+    const cudyn::ManagedRange range = self.range(operation);
+    cudyn::Result<void> result = cudyn::ok();
+    {
+        py::gil_scoped_release unlocked;
+        result = call(range);
+    }
+    unwrap(std::move(result));
+}
+
+}  // namespace
+
+void bind_buffers(py::module_& module) {
+    py::class_<PyDeviceBuffer, Memory>(module, "DeviceBuffer", R"doc(
+Device memory (cuMemAlloc) in the current context, `nbytes` bytes.
+DLPack device kCUDA; exports __cuda_array_interface__.)doc")
+        .def(py::init<std::size_t>(), py::arg("nbytes"));
+
+    auto pinned = py::class_<PyPinnedBuffer, Memory>(module, "PinnedBuffer", py::buffer_protocol(), R"doc(
+Page-locked host memory (cuMemHostAlloc), `nbytes` bytes. Supports the buffer
+protocol (memoryview, numpy.frombuffer); DLPack device kCUDAHost.)doc");
+    pinned.def(py::init<std::size_t, bool, bool>(), py::arg("nbytes"), py::kw_only(), py::arg("portable") = false,
+               py::arg("write_combined") = false);
+    enable_host_buffer(pinned);
+
+    auto zero_copy = py::class_<PyZeroCopyBuffer, Memory>(module, "ZeroCopyBuffer", py::buffer_protocol(), R"doc(
+Pinned host memory mapped into the device's address space: the host reads
+it (buffer protocol, DLPack kCUDAHost) and kernels read it in place
+(__cuda_array_interface__ gives the device address).)doc");
+    zero_copy.def(py::init<std::size_t, bool, bool>(), py::arg("nbytes"), py::kw_only(), py::arg("portable") = false,
+                  py::arg("write_combined") = false);
+    enable_host_buffer(zero_copy);
+
+    auto managed = py::class_<PyManagedBuffer, Memory>(module, "ManagedBuffer", py::buffer_protocol(), R"doc(
+Managed (unified) memory (cuMemAllocManaged), reachable from host and
+devices; buffer protocol, DLPack kCUDAManaged, __cuda_array_interface__.
+`attach_host=True` allocates it attached to the host (CU_MEM_ATTACH_HOST).)doc");
+    managed.def(py::init<std::size_t, bool>(), py::arg("nbytes"), py::kw_only(), py::arg("attach_host") = false)
+        .def(
+            "prefetch_to",
+            [](const PyManagedBuffer& self, const cudyn::Location& location, py::object stream) {
+                const auto ref = stream_argument(stream);
+                managed_call(self, "ManagedBuffer.prefetch_to", [&](const cudyn::ManagedRange& range) {
+                    return ref ? range.prefetch_to(location, *ref) : range.prefetch_to(location);
+                });
+            },
+            py::arg("location"), py::arg("stream") = py::none(),
+            "Migrates the memory to `location` (cudyn.Location), on `stream` or the legacy default stream.")
+        .def(
+            "set_read_mostly",
+            [](const PyManagedBuffer& self) {
+                managed_call(self, "ManagedBuffer.set_read_mostly",
+                             [](const cudyn::ManagedRange& range) { return range.set_read_mostly(); });
+            },
+            "Advice: mostly read, so devices may keep read-only copies.")
+        .def(
+            "set_preferred_location",
+            [](const PyManagedBuffer& self, const cudyn::Location& location) {
+                managed_call(self, "ManagedBuffer.set_preferred_location",
+                             [&](const cudyn::ManagedRange& range) { return range.set_preferred_location(location); });
+            },
+            py::arg("location"), "Advice: where the memory should preferably live.")
+        .def(
+            "set_accessed_by",
+            [](const PyManagedBuffer& self, const cudyn::Location& location) {
+                managed_call(self, "ManagedBuffer.set_accessed_by",
+                             [&](const cudyn::ManagedRange& range) { return range.set_accessed_by(location); });
+            },
+            py::arg("location"), "Advice: `location` will access the memory (kept mapped there).");
+    enable_host_buffer(managed);
+}
+
+}  // namespace cudyn_python
