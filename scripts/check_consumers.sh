@@ -47,7 +47,7 @@ quiet() {
 
 step "build and install cudyn into $prefix"
 quiet meson setup "$work/cudyn-build" "$here" -Dprefix="$prefix" -Dtests=disabled -Dbench=disabled \
-    -Dfake_driver=enabled
+    -Dfake_driver=enabled -Dpython=disabled
 quiet meson compile -C "$work/cudyn-build"
 quiet meson install -C "$work/cudyn-build"
 quiet meson install -C "$work/cudyn-build" --destdir "$work/moved"  # a second, relocated copy

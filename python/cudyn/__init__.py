@@ -21,16 +21,26 @@ from .errors import (Error, ErrorCode, NotSupported, DriverNotFound, StubDriver,
                      PermissionDenied, error_class)
 from ._cudyn import (driver_status, load_report, set_driver_path, cuda_error_name, Location, Device,
                      PrimaryContext, Stream, Event, probe_topology, Memory, Span, ArrayView, from_dlpack,
-                     from_cuda_array_interface, DeviceBuffer, PinnedBuffer, ZeroCopyBuffer, ManagedBuffer)
+                     from_cuda_array_interface, DeviceBuffer, PinnedBuffer, ZeroCopyBuffer, ManagedBuffer,
+                     GrowableBuffer, MemoryPool, StreamOrderedBuffer, CopyPlan, PeerPolicy, FdChannel,
+                     FdListener, AllocationDescriptor, export_allocation, import_allocation, ImportedAllocation,
+                     RangeDescriptor, RangeExporter, import_range, ImportedRange, send_descriptor,
+                     receive_allocation, receive_range, ledger_snapshot, ledger_reset_peaks, fingerprint_device,
+                     process_state, ProcessCheckpoint)
 
-__version__ = "0.2.0"
+from ._version import __version__
 
 __all__ = [
+    "__version__",
     "errors", "Error", "ErrorCode", "NotSupported", "DriverNotFound", "StubDriver", "DriverInitFailed",
     "DriverRefused", "InvalidArgument", "OutOfMemory", "DriverError", "IoError", "Timeout", "PermissionDenied",
     "error_class", "driver_status", "load_report", "set_driver_path", "cuda_error_name", "Location", "Device",
     "PrimaryContext", "Stream", "Event", "probe_topology", "Memory", "Span", "ArrayView", "from_dlpack",
     "from_cuda_array_interface", "DeviceBuffer", "PinnedBuffer", "ZeroCopyBuffer", "ManagedBuffer",
+    "GrowableBuffer", "MemoryPool", "StreamOrderedBuffer", "CopyPlan", "PeerPolicy", "FdChannel", "FdListener",
+    "AllocationDescriptor", "export_allocation", "import_allocation", "ImportedAllocation", "RangeDescriptor",
+    "RangeExporter", "import_range", "ImportedRange", "send_descriptor", "receive_allocation", "receive_range",
+    "ledger_snapshot", "ledger_reset_peaks", "fingerprint_device", "process_state", "ProcessCheckpoint",
     "use_device",
 ]
 

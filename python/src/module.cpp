@@ -10,4 +10,8 @@ PYBIND11_MODULE(_cudyn, module) {
     cudyn_python::bind_device(module);
     cudyn_python::bind_memory_base(module);
     cudyn_python::bind_buffers(module);
+    cudyn_python::bind_vmm_pool(module);
+    cudyn_python::bind_sharing(module);
+    cudyn_python::bind_state(module);
+    cudyn_python::bind_bench_support(module);
 }

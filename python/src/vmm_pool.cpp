@@ -4,6 +4,7 @@
 #include "owner.hpp"
 
 #include <cudyn/device/device.hpp>
+#include <cudyn/loader/driver_call.hpp>
 #include <cudyn/memory/copy_plan.hpp>
 #include <cudyn/pool/memory_pool.hpp>
 #include <cudyn/pool/stream_ordered_buffer.hpp>
@@ -182,6 +183,14 @@ void plan_add(PyCopyPlan& self, py::object destination, py::object source) {
 }
 
 }  // namespace
+
+const cudyn::GrowableBuffer& growable_buffer_of(py::handle object, const char* operation) {
+    if (!py::isinstance<PyGrowableBuffer>(object))
+        throw py::type_error(std::string(operation) + ": expected a cudyn.GrowableBuffer");
+    const auto& growable = object.cast<const PyGrowableBuffer&>();
+    growable.require_open(operation);
+    return growable.buffer();
+}
 
 void bind_vmm_pool(py::module_& module) {
     py::class_<PyGrowableBuffer, Memory>(module, "GrowableBuffer", R"doc(

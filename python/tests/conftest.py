@@ -32,3 +32,14 @@ def fake():
 def context():
     """Device 0's primary context, current on the test thread."""
     return cudyn.use_device(0)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A file whose every test skipped reports 77, which Meson counts as skipped
+    (not passed); no test collected stays pytest's 5, a failure."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if exitstatus == 0 and reporter is not None:
+        skipped = len(reporter.stats.get("skipped", []))
+        passed = len(reporter.stats.get("passed", []))
+        if skipped > 0 and passed == 0:
+            session.exitstatus = 77
