@@ -64,7 +64,9 @@ def forward(layers, count):
 
 def write_layers(weights, first, count, seed):
     """The trainer's update: layers first..first+count-1, written into the range."""
-    values = numpy.random.default_rng(seed).standard_normal((count, WIDTH, WIDTH)).astype(numpy.float32) / WIDTH
+    # Scaled so that activations stay of order one through the layers.
+    values = (numpy.random.default_rng(seed).standard_normal((count, WIDTH, WIDTH)) / numpy.sqrt(WIDTH)).astype(
+        numpy.float32)
     torch = torch_on_gpu()
     span = weights.span(first * LAYER_BYTES, count * LAYER_BYTES)
     if torch is not None:
