@@ -131,22 +131,38 @@ void delete_versioned(dlpack::ManagedTensorVersioned* tensor) {
 }
 
 // A capsule nobody consumed still owns its tensor.
-void destroy_legacy_capsule(PyObject* capsule) {
-    if (PyCapsule_IsValid(capsule, dlpack::legacy_name) == 0) return;
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    auto* tensor = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule, dlpack::legacy_name));
+// A capsule destructor may run while an exception is being raised: it keeps
+// that exception as it found it.
+class PendingErrorKept {
+public:
+#if PY_VERSION_HEX >= 0x030C0000
+    PendingErrorKept() : raised_(PyErr_GetRaisedException()) {}
+    ~PendingErrorKept() { PyErr_SetRaisedException(raised_); }
+
+private:
+    PyObject* raised_;
+#else
+    PendingErrorKept() { PyErr_Fetch(&type_, &value_, &traceback_); }
+    ~PendingErrorKept() { PyErr_Restore(type_, value_, traceback_); }
+
+private:
+    PyObject* type_ = nullptr;
+    PyObject* value_ = nullptr;
+    PyObject* traceback_ = nullptr;
+#endif
+};
+
+template <typename Managed>
+void destroy_unconsumed(PyObject* capsule, const char* name) {
+    if (PyCapsule_IsValid(capsule, name) == 0) return;  // consumed: the consumer deletes it
+    const PendingErrorKept kept;
+    auto* tensor = static_cast<Managed*>(PyCapsule_GetPointer(capsule, name));
     tensor->deleter(tensor);
-    PyErr_Restore(type, value, traceback);
 }
 
+void destroy_legacy_capsule(PyObject* capsule) { destroy_unconsumed<dlpack::ManagedTensor>(capsule, dlpack::legacy_name); }
 void destroy_versioned_capsule(PyObject* capsule) {
-    if (PyCapsule_IsValid(capsule, dlpack::versioned_name) == 0) return;
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    auto* tensor = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, dlpack::versioned_name));
-    tensor->deleter(tensor);
-    PyErr_Restore(type, value, traceback);
+    destroy_unconsumed<dlpack::ManagedTensorVersioned>(capsule, dlpack::versioned_name);
 }
 
 py::tuple dlpack_device(const Memory& memory) {

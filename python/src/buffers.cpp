@@ -38,15 +38,14 @@ using Byte = std::uint8_t;
 class PyDeviceBuffer final : public Owner<cudyn::DeviceBuffer<Byte>> {
 public:
     explicit PyDeviceBuffer(std::size_t nbytes)
-        : Owner(unwrap(cudyn::DeviceBuffer<Byte>::allocate(nbytes)), "DeviceBuffer"),
-          device_(owning_device(buffer_.device_address())) {}
+        : Owner(unwrap(cudyn::DeviceBuffer<Byte>::allocate(nbytes)), "DeviceBuffer") {}
     MemoryDescription describe(const char* operation) const override {
         require_open(operation);
-        return device_memory(buffer_.device_address(), buffer_.size_bytes(), device_);
+        return device_memory(buffer_.device_address(), buffer_.size_bytes(), device_.of(buffer_.device_address()));
     }
 
 private:
-    int device_;
+    LazyDevice device_;
 };
 
 cudyn::PinnedFlags pinned_flags(bool portable, bool write_combined) {
@@ -94,15 +93,14 @@ public:
     PyManagedBuffer(std::size_t nbytes, bool attach_host)
         : Owner(unwrap(cudyn::ManagedBuffer<Byte>::allocate(
                     nbytes, attach_host ? cudyn::ManagedAttach::Host : cudyn::ManagedAttach::Global)),
-                "ManagedBuffer"),
-          device_(owning_device(buffer_.device_address())) {}
+                "ManagedBuffer") {}
     MemoryDescription describe(const char* operation) const override {
         require_open(operation);
         MemoryDescription described;
         described.address = buffer_.device_address();
         described.device_address = buffer_.device_address();
         described.nbytes = buffer_.size_bytes();
-        described.device = {dlpack::CudaManaged, device_};
+        described.device = {dlpack::CudaManaged, device_.of(buffer_.device_address())};
         described.host_accessible = true;
         return described;
     }
@@ -112,7 +110,7 @@ public:
     }
 
 private:
-    int device_;
+    LazyDevice device_;
 };
 
 // Runs a managed-range call with the GIL released (prefetches can wait).

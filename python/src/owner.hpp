@@ -60,6 +60,19 @@ auto call_unlocked(Call call) {
 // The ordinal of the device an allocation belongs to (DLPack's device id).
 int owning_device(CUdeviceptr address);
 
+// owning_device, asked once and only when needed (a DLPack or array-interface
+// export, a copy): an allocation that is only made and freed pays nothing.
+class LazyDevice {
+public:
+    int of(CUdeviceptr address) const {
+        if (ordinal_ < 0) ordinal_ = owning_device(address);
+        return ordinal_;
+    }
+
+private:
+    mutable int ordinal_ = -1;
+};
+
 // A memory description of device memory (kDLCUDA) on `device`.
 MemoryDescription device_memory(CUdeviceptr address, std::size_t nbytes, int device);
 

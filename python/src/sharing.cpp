@@ -58,23 +58,24 @@ std::vector<cudyn::AccessGrant> access_argument(const std::vector<cudyn::Locatio
 class PyImportedAllocation final : public Owner<cudyn::ImportedAllocation> {
 public:
     explicit PyImportedAllocation(cudyn::ImportedAllocation imported)
-        : Owner(std::move(imported), "ImportedAllocation"), device_(owning_device(buffer_.device_address())) {}
+        : Owner(std::move(imported), "ImportedAllocation") {}
     MemoryDescription describe(const char* operation) const override {
         require_open(operation);
-        return device_memory(buffer_.device_address(), buffer_.size_bytes(), device_);
+        return device_memory(buffer_.device_address(), buffer_.size_bytes(), device_.of(buffer_.device_address()));
     }
 
 private:
-    int device_;
+    LazyDevice device_;
 };
 
 class PyImportedRange final : public Owner<cudyn::ImportedRange> {
 public:
     explicit PyImportedRange(cudyn::ImportedRange imported)
-        : Owner(std::move(imported), "ImportedRange"), device_(owning_device(buffer_.device_address())) {}
+        : Owner(std::move(imported), "ImportedRange") {}
     MemoryDescription describe(const char* operation) const override {
         require_open(operation);
-        return device_memory(buffer_.device_address(), buffer_.suspended() ? 0 : buffer_.size_bytes(), device_);
+        return device_memory(buffer_.device_address(), buffer_.suspended() ? 0 : buffer_.size_bytes(),
+                             device_.of(buffer_.device_address()));
     }
     void apply(cudyn::RangeDescriptor& update) {
         require_open("ImportedRange.apply");
@@ -89,7 +90,7 @@ public:
     }
 
 private:
-    int device_;
+    LazyDevice device_;
 };
 
 }  // namespace

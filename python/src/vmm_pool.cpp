@@ -86,11 +86,10 @@ class PyStreamOrderedBuffer final : public Owner<cudyn::StreamOrderedBuffer<Byte
 public:
     PyStreamOrderedBuffer(std::size_t nbytes, py::object stream, const cudyn::MemoryPool* pool)
         : Owner(allocate(nbytes, required_stream(stream, "StreamOrderedBuffer"), pool), "StreamOrderedBuffer"),
-          stream_object_(std::move(stream)),
-          device_(0) {}
+          stream_object_(std::move(stream)) {}
     MemoryDescription describe(const char* operation) const override {
         require_open(operation);
-        return device_memory(buffer_.device_address(), buffer_.size_bytes(), device_);
+        return device_memory(buffer_.device_address(), buffer_.size_bytes(), device_.of(buffer_.device_address()));
     }
     void make_ready(const char* operation) override {
         require_open(operation);
@@ -120,7 +119,7 @@ private:
                                       : cudyn::StreamOrderedBuffer<Byte>::allocate(nbytes, stream));
     }
     py::object stream_object_;  // the cudyn.Stream the memory is ordered on, kept alive
-    int device_;
+    LazyDevice device_;
 };
 
 // A copy endpoint for a plan: device memory, or host memory by address.

@@ -35,11 +35,14 @@ def context():
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A file whose every test skipped reports 77, which Meson counts as skipped
-    (not passed); no test collected stays pytest's 5, a failure."""
+    """A file whose every test skipped (a module skipped at collection
+    included, which pytest reports as 5, nothing collected) exits 77, which
+    Meson counts as skipped, not passed. A file that collected nothing and
+    skipped nothing keeps pytest's 5: a failure."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if exitstatus == 0 and reporter is not None:
-        skipped = len(reporter.stats.get("skipped", []))
-        passed = len(reporter.stats.get("passed", []))
-        if skipped > 0 and passed == 0:
-            session.exitstatus = 77
+    if reporter is None or exitstatus not in (0, 5):
+        return
+    skipped = len(reporter.stats.get("skipped", []))
+    ran = sum(len(reporter.stats.get(outcome, [])) for outcome in ("passed", "failed", "error", "xfailed", "xpassed"))
+    if skipped > 0 and ran == 0:
+        session.exitstatus = 77
