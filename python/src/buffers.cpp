@@ -6,14 +6,18 @@
 #include "owner.hpp"
 
 #include <cudyn/core/location.hpp>
+#include <cudyn/device/peer_access.hpp>
 #include <cudyn/memory/device_buffer.hpp>
 #include <cudyn/memory/managed_buffer.hpp>
 #include <cudyn/memory/memory_info.hpp>
+#include <cudyn/memory/peer_copy.hpp>
 #include <cudyn/memory/pinned_buffer.hpp>
+#include <cudyn/memory/prefetch_plan.hpp>
 #include <cudyn/memory/zero_copy_buffer.hpp>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cudyn_python {
 
@@ -125,6 +129,28 @@ void managed_call(const PyManagedBuffer& self, const char* operation, Call call)
     unwrap(std::move(result));
 }
 
+// Managed memory for a prefetch plan: a ManagedBuffer, or a span or view of one.
+cudyn::ManagedRange managed_range_of(py::handle memory, const char* operation) {
+    if (!py::isinstance<Memory>(memory)) throw py::type_error(std::string(operation) + ": expected cudyn managed memory");
+    const MemoryDescription described = memory.cast<const Memory&>().describe(operation);
+    if (described.device.device_type != dlpack::CudaManaged)
+        raise_invalid(std::string(operation) + ": the memory is not managed memory");
+    return unwrap(cudyn::ManagedRange::over(described.device_address, described.nbytes));
+}
+
+// A plan and the memory objects it names, kept alive with it.
+struct PyPrefetchPlan {
+    cudyn::PrefetchPlan plan;
+    std::vector<py::object> keep;
+};
+
+// Device memory on one side of a peer copy.
+cudyn::detail::DeviceExtent peer_extent(const Memory& memory, const char* operation) {
+    const MemoryDescription described = memory.describe(operation);
+    if (described.device_address == 0) raise_invalid(std::string(operation) + ": host memory (copy_from copies it)");
+    return {described.device_address, described.nbytes, 1};
+}
+
 }  // namespace
 
 void bind_buffers(py::module_& module) {
@@ -185,6 +211,76 @@ devices; buffer protocol, DLPack kCUDAManaged, __cuda_array_interface__.
             },
             py::arg("location"), "Advice: `location` will access the memory (kept mapped there).");
     enable_host_buffer(managed);
+
+    py::class_<PyPrefetchPlan>(module, "PrefetchPlan", R"doc(
+Prefetches (and discards) of managed memory issued together: one batch call
+where the driver has it, one call per range otherwise. add() takes a
+ManagedBuffer or a span of one.)doc")
+        .def(py::init<>())
+        .def(
+            "add",
+            [](PyPrefetchPlan& self, py::object memory, const cudyn::Location& location) {
+                unwrap(self.plan.add(managed_range_of(memory, "PrefetchPlan.add"), location));
+                self.keep.push_back(std::move(memory));
+            },
+            py::arg("memory"), py::arg("location"), "Prefetch `memory` to `location`.")
+        .def(
+            "add_discard",
+            [](PyPrefetchPlan& self, py::object memory) {
+                unwrap(self.plan.add_discard(managed_range_of(memory, "PrefetchPlan.add_discard")));
+                self.keep.push_back(std::move(memory));
+            },
+            py::arg("memory"), "Discard `memory`'s contents (the driver may drop its pages).")
+        .def(
+            "add_discard_and_prefetch",
+            [](PyPrefetchPlan& self, py::object memory, const cudyn::Location& location) {
+                unwrap(self.plan.add_discard_and_prefetch(
+                    managed_range_of(memory, "PrefetchPlan.add_discard_and_prefetch"), location));
+                self.keep.push_back(std::move(memory));
+            },
+            py::arg("memory"), py::arg("location"))
+        .def("__len__", [](const PyPrefetchPlan& self) { return self.plan.size(); })
+        .def("clear",
+             [](PyPrefetchPlan& self) {
+                 self.plan.clear();
+                 self.keep.clear();
+             })
+        .def(
+            "execute",
+            [](const PyPrefetchPlan& self, py::object stream) {
+                const auto ref = stream_argument(stream);
+                call_unlocked([&] { return ref ? self.plan.execute(*ref) : self.plan.execute(); });
+            },
+            py::arg("stream") = py::none(),
+            "Issues the plan on `stream` (None: the legacy default stream, waited for; GIL released).");
+
+    module.def("enable_peer_access",
+               [](const cudyn::PrimaryContext& from, const cudyn::PrimaryContext& to) {
+                   unwrap(cudyn::enable_peer_access(from, to));
+               },
+               py::arg("from_context"), py::arg("to_context"),
+               "Lets `from_context` reach `to_context`'s memory (idempotent; NotSupported where the devices cannot).");
+    module.def("disable_peer_access",
+               [](const cudyn::PrimaryContext& from, const cudyn::PrimaryContext& to) {
+                   unwrap(cudyn::disable_peer_access(from, to));
+               },
+               py::arg("from_context"), py::arg("to_context"));
+    module.def(
+        "copy_peer",
+        [](const Memory& destination, const cudyn::PrimaryContext& destination_context, const Memory& source,
+           const cudyn::PrimaryContext& source_context, py::object stream) {
+            const auto to = peer_extent(destination, "copy_peer");
+            const auto from = peer_extent(source, "copy_peer");
+            const auto ref = stream_argument(stream);
+            call_unlocked([&] {
+                return cudyn::detail::copy_peer_bytes(to, destination_context.handle(), from, source_context.handle(),
+                                                      ref ? &*ref : nullptr);
+            });
+        },
+        py::arg("destination"), py::arg("destination_context"), py::arg("source"), py::arg("source_context"),
+        py::arg("stream") = py::none(),
+        "Copies device memory of one context to another's (cuMemcpyPeer); any cudyn memory, a Span over a "
+        "torch tensor included. Without a stream it returns when done.");
 }
 
 }  // namespace cudyn_python

@@ -97,3 +97,33 @@ def test_managed_buffer_advice_and_prefetch(context):
         del array
     with pytest.raises(cudyn.InvalidArgument):
         cudyn.ManagedBuffer(1 << 16).prefetch_to(cudyn.Location.device(-1))
+
+
+def test_prefetch_plan(context):
+    first = cudyn.ManagedBuffer(1 << 16)
+    second = cudyn.ManagedBuffer(1 << 16)
+    plan = cudyn.PrefetchPlan()
+    plan.add(first, cudyn.Location.device(0))
+    plan.add(second.span(0, 4096), cudyn.Location.device(1))
+    plan.add_discard_and_prefetch(second.span(4096), cudyn.Location.host())
+    assert len(plan) == 3
+    with cudyn.Stream() as stream:
+        plan.execute(stream)
+        stream.synchronize()
+    plan.execute()
+    with pytest.raises(cudyn.InvalidArgument, match="not managed memory"):
+        plan.add(cudyn.DeviceBuffer(64), cudyn.Location.device(0))
+
+
+def test_copy_peer_between_devices():
+    zero = cudyn.use_device(0)
+    source = cudyn.DeviceBuffer(4096)
+    source.set_bytes(0x21)
+    one = cudyn.use_device(1)
+    destination = cudyn.DeviceBuffer(4096)
+    cudyn.enable_peer_access(one, zero)
+    cudyn.copy_peer(destination, one, source, zero)
+    assert destination.to_bytes() == b"\x21" * 4096
+    assert destination.__dlpack_device__() == (2, 1)
+    cudyn.disable_peer_access(one, zero)
+    cudyn.use_device(0)
