@@ -34,7 +34,7 @@ std::optional<cudyn::StreamRef> stream_argument(py::handle stream) {
     }
     if (py::isinstance<py::int_>(stream))
         return cudyn::StreamRef(reinterpret_cast<CUstream>(stream.cast<std::uintptr_t>()));
-    throw py::type_error("stream must be None, a cudyn.Stream or a CUstream handle (int)");
+    throw py::type_error("stream argument: expected None, a cudyn.Stream or a CUstream handle (int)");
 }
 
 namespace {

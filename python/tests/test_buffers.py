@@ -46,6 +46,12 @@ def test_copy_size_and_layout_checked(context):
         buffer.copy_from("text")
     with pytest.raises(cudyn.InvalidArgument):
         buffer.set_bytes(256)
+    with pytest.raises(TypeError, match="stream argument"):
+        buffer.set_bytes(1, stream="default")
+    stream = cudyn.Stream()
+    stream.destroy()
+    with pytest.raises(cudyn.InvalidArgument, match="the Stream was destroyed"):
+        buffer.set_bytes(1, stream=stream)  # not taken for the legacy default stream
 
 
 def test_closed_buffer_refuses_use(context):
