@@ -105,8 +105,19 @@ python3 scripts/test_summary.py "$build/meson-logs/testlog.json" | tee -a "$out/
             echo "(exit $?)"
         done
     fi
+    # The Python package (built where pybind11 was found): the weight-sync example with torch.
+    if [ -d "$build/python/cudyn" ]; then
+        echo "\$ examples/python/weight_sync.py"
+        PYTHONPATH="$build/python" python3 examples/python/weight_sync.py
+        echo "(exit $?)"
+    fi
 } 2>&1 | tee "$out/examples.log"
 [ "${SANITIZER:-0}" = 1 ] && sanitizer_stage
+fi
+# What a Python call adds over the C++ call (docs/performance.md, Python calls).
+if [ "${BENCH:-1}" = 1 ] && [ -d "$build/python/cudyn" ]; then
+    PYTHONPATH="$build/python" timeout "${BENCH_TIMEOUT:-300}" python3 bench/python_overhead.py --rounds 5 2>&1 |
+        tee "$out/python-overhead.txt"
 fi
 if [ "${BENCH:-1}" = 1 ] && [ "${BENCH_RUNS:-1}" -gt 1 ]; then
     timeout "$(( ${BENCH_TIMEOUT:-300} * BENCH_RUNS ))" python3 scripts/bench_repeat.py "$build/bench/cudyn-bench" \

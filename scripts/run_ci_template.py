@@ -45,6 +45,10 @@ def main():
     parser.add_argument("--project", required=True)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--build", required=True)
+    # Appended to the template's `meson setup` of cudyn: CI passes
+    # -Dpython=disabled, since the Python package is built and tested in the
+    # first stage and would only add minutes here.
+    parser.add_argument("--extra-setup-option", action="append", default=[])
     args = parser.parse_args()
 
     with open(args.guide) as f:
@@ -81,7 +85,10 @@ def main():
         os.symlink(os.path.abspath(args.source), link)
 
     def local(text):
-        return str(text).replace("/opt/cudyn", args.prefix).replace("/tmp/cudyn-build", args.build)
+        text = str(text).replace("/opt/cudyn", args.prefix)
+        if args.extra_setup_option:
+            text = text.replace("meson setup /tmp/cudyn-build", "meson setup /tmp/cudyn-build " + " ".join(args.extra_setup_option))
+        return text.replace("/tmp/cudyn-build", args.build)
 
     for step in run_steps:
         env = dict(os.environ)
