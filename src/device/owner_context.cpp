@@ -16,9 +16,11 @@ struct ContextRetain {
     CUcontext context = nullptr;
     CUdevice device = 0;
     bool retained = false;  // false: a context cudyn could not retain (or already gave back), only remembered
-    // Set while an explicit release decides whether this is the last owner:
-    // a thread that picked it up from its cache meanwhile must not keep it.
-    std::atomic<bool> retiring{false};
+    // Non-zero while an explicit release decides whether this is the last
+    // owner: a thread that picked it up from its cache meanwhile must not
+    // keep it. Both sides read it with a read-modify-write, so the two are
+    // ordered (no fences: ThreadSanitizer does not model them).
+    std::atomic<int> retiring{0};
 
     ContextRetain(CUcontext c, CUdevice d, bool r) noexcept : context(c), device(d), retained(r) {}
     ContextRetain(const ContextRetain&) = delete;
@@ -64,22 +66,21 @@ public:
     // when it is the last reference. Under the lock, so no find() can pick it
     // up meanwhile; a refusal keeps `owner` (and its entry) as they were.
     // A thread's cache (cached_retain) takes a reference without the lock:
-    // `retiring` tells it to let go and ask here instead (the fences pair
-    // with the ones there, so either this sees its reference or it sees the
-    // flag).
+    // `retiring` tells it to let go and ask here instead (both sides change
+    // or read the flag with a read-modify-write, so one comes after the other:
+    // either this sees its reference or it sees the flag).
     Result<void> retire(std::shared_ptr<ContextRetain>& owner) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (owner) {
-            owner->retiring.store(true, std::memory_order_relaxed);
-            std::atomic_thread_fence(std::memory_order_seq_cst);
+            owner->retiring.exchange(1, std::memory_order_acq_rel);
             if (owner.use_count() == 1) {
                 // Given back, the flag stays: the record is dead to every cache.
                 if (auto given = owner->give_back(); !given) {
-                    owner->retiring.store(false, std::memory_order_relaxed);
+                    owner->retiring.store(0, std::memory_order_release);
                     return given;
                 }
             } else {
-                owner->retiring.store(false, std::memory_order_relaxed);
+                owner->retiring.store(0, std::memory_order_release);
             }
         }
         owner.reset();
@@ -92,7 +93,7 @@ private:
     // flag), which must not be shared from here either.
     static std::shared_ptr<ContextRetain> shared(const std::weak_ptr<ContextRetain>& entry) {
         auto live = entry.lock();
-        if (live && live->retiring.load(std::memory_order_relaxed)) return nullptr;
+        if (live && live->retiring.load(std::memory_order_acquire) != 0) return nullptr;
         return live;
     }
 
@@ -120,8 +121,8 @@ std::shared_ptr<ContextRetain> cached(CUcontext context) noexcept {
     if (cache.context != context) return nullptr;
     std::shared_ptr<ContextRetain> live = cache.retain.lock();
     if (!live) return nullptr;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (live->retiring.load(std::memory_order_relaxed)) return nullptr;  // being released: ask the registry
+    // An unchanged flag, read as a read-modify-write (retire's rule above).
+    if (live->retiring.fetch_add(0, std::memory_order_acq_rel) != 0) return nullptr;  // being released: ask the registry
     return live;
 }
 

@@ -28,6 +28,7 @@ Exit 0 when every name is found and every excerpt matches; 1 with one line
 per name that is not (FILE:LINE: `span`: NAME), per exception that no
 document uses any more, and per block that is not its file's excerpt.
 """
+import builtins
 import glob
 import os
 import re
@@ -155,6 +156,12 @@ def main():
                 known |= words(f.read())
     with open(os.path.join(cuda_include, "cuda.h"), encoding="utf-8", errors="replace") as f:
         known |= words(f.read())
+    # The Python package's own names (its modules and type stubs), and
+    # Python's built-in names, which the Python pages use.
+    for path in glob.glob(os.path.join(root, "python/cudyn/*.py*")):
+        with open(path, encoding="utf-8") as f:
+            known |= words(f.read())
+    known |= set(dir(builtins))
     # A header's own words, and those of the .def lists it includes (the
     # members they generate).
     for path, text in list(headers.items()):
