@@ -16,8 +16,8 @@ Cases (median and quartiles of N rounds, microseconds or milliseconds):
                        cuMemcpyHtoD, cuMemFreeHost
 Ratios (cudyn / raw) are of medians. Run three fresh processes for a record:
     for i in 1 2 3; do python3 bench/torch_sleep_bench.py; done
-Environment: CUDYN_TORCH_LIBRARY (the built libcudyn-torch.so), python/ on
-PYTHONPATH; BENCH_ROUNDS (default 200 for alloc-free, 5 for sleep-wake),
+Environment: the built package (<builddir>/python, libcudyn-torch.so beside
+its modules) on PYTHONPATH; BENCH_ROUNDS (default 200 for alloc-free, 5 for sleep-wake),
 BENCH_SLEEP_GIB (default "1,16").
 """
 
@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 MIB = 1 << 20
 GIB = 1 << 30

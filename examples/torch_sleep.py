@@ -2,7 +2,7 @@
 the GPU's memory handed back while "another job" runs, then the same model
 answering the same way at the same addresses.
 
-    CUDYN_TORCH_LIBRARY=BUILD/src/sleep_alloc/libcudyn-torch.so PYTHONPATH=python python3 examples/torch_sleep.py
+    PYTHONPATH=BUILD/python python3 examples/torch_sleep.py    # BUILD: a build with -Dpython=enabled
 
 Needs PyTorch with CUDA and a GPU (exits 0 saying so otherwise).
 """

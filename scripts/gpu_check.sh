@@ -56,7 +56,7 @@ sanitizer_stage() {
     # and NCCL's kernels under memcheck take many times their limits, and
     # their findings would not be cudyn's): python-gpu-*, gpu-torch-sleep,
     # gpu-nccl.
-    tests=$(meson test -C "$build" --list --suite gpu --no-rebuild 2>/dev/null | sed 's|^.* / ||' |
+    tests=$(meson test -C "$build" --list --suite gpu --no-rebuild 2>/dev/null | sed -e 's|^.* / ||' -e 's|^.*:||' |
         grep -vxE 'gpu-checkpoint|python-gpu-.*|gpu-torch-sleep|gpu-nccl')
     (
         "$tool" --version | tail -n 1

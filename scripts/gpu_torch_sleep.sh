@@ -12,11 +12,11 @@ build=/tmp/cudyn-torch-build
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-    meson setup "$build" -Dtests=disabled -Dtools=false -Dmpi=disabled --buildtype=release >/dev/null &&
-        ninja -C "$build" src/sleep_alloc/libcudyn-torch.so >/dev/null && echo "build ok"
+    # The Python package, assembled in $build/python with libcudyn-torch.so.
+    meson setup "$build" -Dtests=disabled -Dtools=false -Dmpi=disabled -Dpython=enabled --buildtype=release >/dev/null &&
+        ninja -C "$build" >/dev/null && echo "build ok"
 } 2>&1 | tee "$out/torch-build.log"
-export CUDYN_TORCH_LIBRARY="$build/src/sleep_alloc/libcudyn-torch.so"
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 status=0
 python3 tests/gpu/python/test_torch_sleep.py 2>&1 | tee "$out/torch-sleep-test.log"

@@ -5,8 +5,9 @@ tags, refusals raised as SleepAllocError, and ``import cudyn.torch`` without
 PyTorch. The fake driver's device addresses are host addresses, so the test
 writes and reads allocations with ctypes.
 
-Run by Meson (suite fake-emulated) with CUDYN_DRIVER_PATH at the fake and
-CUDYN_TORCH_LIBRARY at the library; argv[1] is the python/ folder.
+Run by Meson (suite fake-emulated) with CUDYN_DRIVER_PATH at the fake;
+argv[1] is the built package's folder (<builddir>/python), where
+libcudyn-torch.so lies beside the module.
 """
 
 import contextlib

@@ -6,9 +6,8 @@ at the same addresses: the forward pass is bit-identical and a CUDA graph
 captured before the sleep replays to the same output. Then a hundred cycles
 with no growth of the device's used memory or the process's RSS.
 
-Run with plain python3 or pytest, with CUDYN_TORCH_LIBRARY at the built
-libcudyn-torch.so (or the library next to python/cudyn/) and python/ on
-PYTHONPATH; CUDYN_SLEEP_CYCLES changes the cycle count (default 100).
+Run with plain python3 or pytest, with the built package (<builddir>/python,
+libcudyn-torch.so beside its modules) on PYTHONPATH; CUDYN_SLEEP_CYCLES changes the cycle count (default 100).
 Exit 77 (pytest: skipped) without PyTorch or a GPU.
 """
 
@@ -19,7 +18,7 @@ import time
 # cuBLAS picks the same kernels run after run with a fixed workspace: the
 # outputs compared bit for bit depend on it.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
 
 MIB = 1 << 20
 HIDDEN = 4096
