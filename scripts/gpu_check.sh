@@ -68,8 +68,11 @@ sanitizer_stage() {
             --wrapper "$tool --tool memcheck --leak-check full --report-api-errors no --error-exitcode 1" $tests \
             2>&1 | tail -n 60
         status=${PIPESTATUS[0]}
-        cp "$build/meson-logs/testlog.txt" "$out/sanitizer-testlog.txt"
-        python3 scripts/test_summary.py "$build/meson-logs/testlog.json"
+        # Meson names the log of a wrapped run after the wrapper.
+        local log="$build/meson-logs/testlog-$(basename "$tool")"
+        [ -f "$log.json" ] || log="$build/meson-logs/testlog"
+        cp "$log.txt" "$out/sanitizer-testlog.txt"
+        python3 scripts/test_summary.py "$log.json"
         echo "--- compute-sanitizer's summaries, counted over every process (consumers included):"
         grep -E 'ERROR SUMMARY|LEAK SUMMARY' "$out/sanitizer-testlog.txt" | sort | uniq -c
         if grep -E 'Leaked [0-9]+ bytes' "$out/sanitizer-testlog.txt"; then
