@@ -2,6 +2,7 @@
 #include "cudyn/mpi/descriptor_exchange.hpp"
 
 #include "collectives.hpp"
+#include "core/internal.hpp"
 #include "descriptor_frame.hpp"
 
 #include <string>
@@ -26,11 +27,8 @@ PeerBytes different_host(const RankSurvey& survey, int rank) {
                                     ": its descriptor opens only on its own host, so it was not sent here")};
 }
 
-}  // namespace
-
-Result<std::vector<PeerBytes>> exchange_descriptor_bytes(MPI_Comm comm, const RankSurvey& survey,
-                                                         const Result<std::vector<std::uint8_t>>& mine,
-                                                         DescriptorReach reach) {
+Result<std::vector<PeerBytes>> exchange(MPI_Comm comm, const RankSurvey& survey,
+                                        const Result<std::vector<std::uint8_t>>& mine, DescriptorReach reach) {
     CUDYN_TRY_ASSIGN(const int rank, detail::rank_in(comm));
     int size = 0;
     if (const int rc = MPI_Comm_size(comm, &size); rc != MPI_SUCCESS) return detail::mpi_error("MPI_Comm_size", rc);
@@ -80,6 +78,17 @@ Result<std::vector<PeerBytes>> exchange_descriptor_bytes(MPI_Comm comm, const Ra
             peers.push_back(detail::read_contribution(r, gathered[at].data(), gathered[at].size()));
     }
     return peers;
+}
+
+}  // namespace
+
+// Every error names the operation, whichever step (MPI, a peer's frame) failed.
+Result<std::vector<PeerBytes>> exchange_descriptor_bytes(MPI_Comm comm, const RankSurvey& survey,
+                                                         const Result<std::vector<std::uint8_t>>& mine,
+                                                         DescriptorReach reach) {
+    auto result = exchange(comm, survey, mine, reach);
+    if (!result) return cudyn::detail::Operation("mpi::exchange_descriptor_bytes").context(std::move(result).error());
+    return result;
 }
 
 }  // namespace cudyn::mpi

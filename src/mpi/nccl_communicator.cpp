@@ -17,7 +17,9 @@ constexpr std::size_t kFrameBytes = NcclUniqueId::kBytes + 1;
 }  // namespace
 
 Result<NcclCommunicator> nccl_communicator(MPI_Comm comm) {
-    CUDYN_TRY_ASSIGN(const int rank, detail::rank_in(comm));
+    const auto rank_or = detail::rank_in(comm);
+    if (!rank_or) return kNcclCommunicator.context(rank_or.error());
+    const int rank = *rank_or;
     int size = 0;
     if (const int code = MPI_Comm_size(comm, &size); code != MPI_SUCCESS)
         return kNcclCommunicator.context(detail::mpi_error("MPI_Comm_size", code));

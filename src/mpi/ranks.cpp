@@ -2,13 +2,16 @@
 #include "cudyn/mpi/ranks.hpp"
 
 #include "collectives.hpp"
+#include "core/internal.hpp"
 
 #include <string>
 #include <utility>
 
 namespace cudyn::mpi {
 
-Result<RankSurvey> survey_ranks(MPI_Comm comm, const RankProbeOptions& options) {
+namespace {
+
+Result<RankSurvey> survey(MPI_Comm comm, const RankProbeOptions& options) {
     CUDYN_TRY_ASSIGN(const int rank, detail::rank_in(comm));
     // Never fails: whatever happened here is part of the record, and this
     // rank goes on to the collective the others are waiting in.
@@ -35,6 +38,15 @@ Result<RankSurvey> survey_ranks(MPI_Comm comm, const RankProbeOptions& options) 
     survey.capabilities = agree_on_capabilities(survey.records);
     survey.hosts = group_by_host(identities);
     return survey;
+}
+
+}  // namespace
+
+// Every error names the operation, whichever step (MPI, a record) failed.
+Result<RankSurvey> survey_ranks(MPI_Comm comm, const RankProbeOptions& options) {
+    auto result = survey(comm, options);
+    if (!result) return cudyn::detail::Operation("mpi::survey_ranks").context(std::move(result).error());
+    return result;
 }
 
 }  // namespace cudyn::mpi
