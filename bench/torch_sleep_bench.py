@@ -14,17 +14,36 @@ Cases (median and quartiles of N rounds, microseconds or milliseconds):
     raw                cuCtxSynchronize, cuMemHostAlloc, cuMemcpyDtoH, cuMemUnmap,
                        cuMemRelease; then cuMemCreate, cuMemMap, cuMemSetAccess,
                        cuMemcpyHtoD, cuMemFreeHost
-Ratios (cudyn / raw) are of medians. Run three fresh processes for a record:
+    checkpoint         the driver's process checkpoint of a child process that
+                       holds as many bytes (torch.empty on cuda, filled with a
+                       pattern): cudyn.ProcessCheckpoint lock, checkpoint,
+                       restore, unlock (cuCheckpointProcessLock / Checkpoint /
+                       Restore / Unlock); the child checks every byte after the
+                       last round. Also timed alone: checkpoint-step (device
+                       memory to host) and restore-step (back). The child holds
+                       its CUDA context and PyTorch's besides the bytes, which the
+                       driver saves too; the parent's sleep-wake buffers are
+                       freed before the child starts.
+Ratios (cudyn / raw, cudyn / checkpoint) are of medians. Run three fresh
+processes for a record:
     for i in 1 2 3; do python3 bench/torch_sleep_bench.py; done
 Environment: the built package (<builddir>/python, libcudyn-torch.so beside
-its modules) on PYTHONPATH; BENCH_ROUNDS (default 200 for alloc-free, 5 for sleep-wake),
-BENCH_SLEEP_GIB (default "1,16").
+its modules) on PYTHONPATH; BENCH_ROUNDS (default 200 for alloc-free),
+BENCH_SLEEP_ROUNDS (default 5 for sleep-wake), BENCH_SLEEP_GIB (default "1,16"),
+BENCH_CHECKPOINT (default 1; 0 leaves the checkpoint side out),
+BENCH_CHECKPOINT_ROUNDS (default 3, after one warm-up round).
+Where the driver or device cannot checkpoint a process (NotSupported), the
+checkpoint cases print {"skipped": reason} and the bench goes on; any other
+failure of that side (a refused step, a timeout, bytes changed in the child)
+prints {"error": reason}, the bench goes on, and it exits with status 1.
 """
 
 import ctypes
 import json
 import os
+import select
 import statistics
+import subprocess
 import sys
 import time
 
@@ -130,6 +149,162 @@ class RawDriver:
         return handle
 
 
+# The checkpoint side's child: allocates the bytes, fills them with a pattern,
+# says "ready" on its report pipe and waits on stdin; "verify" makes it check
+# every byte, answer "ok" (or "bad ...") and exit. Started as
+#   python3 torch_sleep_bench.py --checkpoint-child NBYTES REPORT_FD
+CHILD_FLAG = "--checkpoint-child"
+CHILD_START_TIMEOUT_S = 600.0   # importing torch, the context, filling 16 GiB
+CHILD_VERIFY_TIMEOUT_S = 600.0
+CHILD_EXIT_TIMEOUT_S = 60.0
+LOCK_TIMEOUT_S = 60.0
+PATTERN_CHUNK_WORDS = 32 << 20  # 256 MiB of int64 words per fill or check
+
+
+def pattern(start, end, torch):
+    """Words start..end of the child's pattern: distinct for every word, no overflow below 2**33 words."""
+    words = torch.arange(start, end, dtype=torch.int64, device="cuda")
+    return torch.bitwise_xor(words * 2654435761, 0x5DEECE66D)
+
+
+def checkpoint_child(nbytes, report_fd):
+    import torch
+
+    torch.cuda.set_device(0)
+    report = os.fdopen(report_fd, "w", buffering=1)
+    memory = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    words = memory.view(torch.int64)
+    for start in range(0, words.numel(), PATTERN_CHUNK_WORDS):
+        end = min(start + PATTERN_CHUNK_WORDS, words.numel())
+        words[start:end] = pattern(start, end, torch)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # the fill's temporaries go back: the child holds the bytes and its contexts
+    address = memory.data_ptr()
+    report.write(f"ready {os.getpid()} {nbytes}\n")
+    for line in sys.stdin:
+        if line.strip() != "verify":
+            continue
+        bad = None
+        if memory.data_ptr() != address:
+            bad = f"address moved from {address:#x} to {memory.data_ptr():#x}"
+        for start in range(0, words.numel(), PATTERN_CHUNK_WORDS):
+            if bad:
+                break
+            end = min(start + PATTERN_CHUNK_WORDS, words.numel())
+            if not torch.equal(words[start:end], pattern(start, end, torch)):
+                bad = f"words {start}..{end} changed"
+        torch.cuda.synchronize()
+        report.write(f"bad {bad}\n" if bad else "ok\n")
+        report.close()
+        return 1 if bad else 0
+    return 2  # stdin closed without "verify": the parent went away
+
+
+class CheckpointChild:
+    """A child process holding `nbytes` of device memory; always reaped by close()."""
+
+    def __init__(self, nbytes):
+        self.process = None
+        read_fd, write_fd = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), CHILD_FLAG, str(nbytes), str(write_fd)],
+                stdin=subprocess.PIPE, stdout=sys.stderr, pass_fds=(write_fd,), text=True)  # stdout: the JSON lines only
+        finally:
+            os.close(write_fd)
+            if self.process is None:
+                os.close(read_fd)
+        self.report = os.fdopen(read_fd, "r")
+        line = self.read_line(CHILD_START_TIMEOUT_S, "start")
+        if line.split()[:1] != ["ready"]:
+            raise RuntimeError(f"checkpoint child: expected 'ready', read {line!r}")
+        self.pid = self.process.pid
+
+    def read_line(self, timeout, what):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"checkpoint child: no answer to {what} within {timeout:.0f} s")
+            ready, _, _ = select.select([self.report], [], [], min(left, 1.0))
+            if ready:
+                line = self.report.readline()
+                if not line:
+                    raise RuntimeError(f"checkpoint child exited during {what} "
+                                       f"(status {self.process.poll()})")
+                return line.strip()
+            if self.process.poll() is not None:
+                raise RuntimeError(f"checkpoint child exited during {what} (status {self.process.returncode})")
+
+    def verify(self):
+        """Has the child check its bytes; returns None when every byte is as filled, else why not."""
+        self.process.stdin.write("verify\n")
+        self.process.stdin.flush()
+        line = self.read_line(CHILD_VERIFY_TIMEOUT_S, "verify")
+        return None if line == "ok" else line
+
+    def close(self):
+        if self.process is None:
+            return
+        try:
+            if self.process.stdin and not self.process.stdin.closed:
+                self.process.stdin.close()  # EOF: a child still waiting exits
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=CHILD_EXIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        finally:
+            self.report.close()
+            self.process = None
+
+
+def checkpoint_side(nbytes, rounds, warmup=1):
+    """Times the driver's checkpoint and restore of a child holding `nbytes`.
+
+    Returns (cases, None) with the summaries of "checkpoint" (lock, checkpoint,
+    restore, unlock), "checkpoint-step" and "restore-step"; or (None,
+    ("skipped" or "error", reason)).
+    """
+    import cudyn
+
+    child = None
+    try:
+        child = CheckpointChild(nbytes)
+        whole, to_host, back = [], [], []
+        for round_index in range(warmup + rounds):
+            started = time.perf_counter_ns()
+            target = cudyn.ProcessCheckpoint.lock(child.pid, timeout=LOCK_TIMEOUT_S)
+            try:
+                checkpoint_started = time.perf_counter_ns()
+                target.checkpoint()
+                restore_started = time.perf_counter_ns()
+                target.restore()
+                restore_done = time.perf_counter_ns()
+                target.unlock()
+                done = time.perf_counter_ns()
+            finally:
+                target.finish()  # restores and unlocks what a failed step left; nothing once running
+            if round_index >= warmup:
+                whole.append((done - started) / 1e3)
+                to_host.append((restore_started - checkpoint_started) / 1e3)
+                back.append((restore_done - restore_started) / 1e3)
+        bad = child.verify()
+        if bad:
+            return None, ("error", f"the child's bytes after {warmup + rounds} checkpoints: {bad}")
+        return {"checkpoint": summary(whole), "checkpoint-step": summary(to_host),
+                "restore-step": summary(back)}, None
+    except cudyn.NotSupported as error:
+        return None, ("skipped", f"no process checkpoint here: {error}")
+    except Exception as error:  # a refused step, a timeout, a child that died: reported, not fatal
+        return None, ("error", f"{type(error).__name__}: {error}")
+    finally:
+        if child is not None:
+            child.close()
+
+
 def main():
     import torch
 
@@ -142,6 +317,9 @@ def main():
     raw = RawDriver(device)
     rounds = int(os.environ.get("BENCH_ROUNDS", "200"))
     sleep_rounds = int(os.environ.get("BENCH_SLEEP_ROUNDS", "5"))
+    checkpoint_enabled = os.environ.get("BENCH_CHECKPOINT", "1") != "0"
+    checkpoint_rounds = int(os.environ.get("BENCH_CHECKPOINT_ROUNDS", "3"))
+    failures = []
     results = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__, "cases": {}}
 
     def record(name, value):
@@ -178,6 +356,25 @@ def main():
                results["cases"][f"sleep-wake/{label}/cudyn"]["median"] /
                results["cases"][f"sleep-wake/{label}/raw"]["median"])
 
+        if checkpoint_enabled:
+            # The parent's buffers of this size are freed above; the child
+            # holds the only copy of the bytes while it runs.
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            cases, why_not = checkpoint_side(size, checkpoint_rounds)
+            if cases:
+                for name, value in cases.items():
+                    record(f"sleep-wake/{label}/{name}", value)
+                record(f"sleep-wake/{label}/ratio cudyn/checkpoint",
+                       results["cases"][f"sleep-wake/{label}/cudyn"]["median"] /
+                       results["cases"][f"sleep-wake/{label}/checkpoint"]["median"])
+            else:
+                kind, reason = why_not
+                record(f"sleep-wake/{label}/checkpoint", {kind: reason})
+                print(f"checkpoint side of {label} {kind}: {reason}", file=sys.stderr, flush=True)
+                if kind == "error":
+                    failures.append(f"sleep-wake/{label}/checkpoint: {reason}")
+
     for size in (2 * MIB, 64 * MIB):
         label = f"{size // MIB}MiB"
 
@@ -205,7 +402,13 @@ def main():
     if output:
         with open(output, "w") as out:
             json.dump(results, out, indent=1)
+    if failures:
+        print("failed: " + "; ".join(failures), file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 4 and sys.argv[1] == CHILD_FLAG:
+        sys.exit(checkpoint_child(int(sys.argv[2]), int(sys.argv[3])))
+    sys.exit(main())
