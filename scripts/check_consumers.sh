@@ -57,7 +57,7 @@ step "the CPU-only CI template of docs/guide/testing-without-a-gpu.md, as writte
 cp -r "$here/tests/consumers" "$work/consumers-template"
 quiet python3 "$here/scripts/run_ci_template.py" "$here/docs/guide/testing-without-a-gpu.md" --source "$here" \
     --project "$work/consumers-template/meson" --prefix "$prefix" --build "$work/cudyn-build" \
-    --extra-setup-option -Dpython=disabled
+    --extra-setup-option=-Dpython=disabled
 grep -E '^(Ok|Fail|Skipped):' "$work/last.log" | tr '\n' ' '
 echo
 quiet meson install -C "$work/cudyn-build" --destdir "$work/moved"  # a second, relocated copy
