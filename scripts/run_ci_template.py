@@ -87,7 +87,8 @@ def main():
     def local(text):
         text = str(text).replace("/opt/cudyn", args.prefix)
         if args.extra_setup_option:
-            text = text.replace("meson setup /tmp/cudyn-build", "meson setup /tmp/cudyn-build " + " ".join(args.extra_setup_option))
+            # After the source folder: Meson takes no option between its two folders.
+            text = re.sub(r"(meson setup /tmp/cudyn-build \S+)", lambda m: m.group(1) + " " + " ".join(args.extra_setup_option), text)
         return text.replace("/tmp/cudyn-build", args.build)
 
     for step in run_steps:
