@@ -172,13 +172,21 @@ run_in() {
     local root="$1"
     shift
     [ -f "$root/$marker" ] || { echo "bullseye_root: $root: not made (scripts/bullseye_root.sh create $root)" >&2; return 1; }
-    # /proc: the test suites read /proc/self/exe and /proc/<pid>/fd. Mounted
-    # for this command only and unmounted however it ends.
+    # /proc: the test suites read /proc/self/exe and /proc/<pid>/fd. /dev/shm:
+    # POSIX shared memory (shm_open), where the fake NCCL's ranks meet; glibc
+    # before 2.34 wants a tmpfs there. Mounted for this command only and
+    # unmounted however it ends.
+    local mounted=() unmount="" mount
     if ! mountpoint -q "$root/proc"; then
-        mount -t proc proc "$root/proc"
-        # shellcheck disable=SC2064  # the folder is fixed now
-        trap "umount '$root/proc' 2>/dev/null || umount -l '$root/proc'" EXIT
+        mount -t proc proc "$root/proc" && mounted+=("$root/proc")
     fi
+    mkdir -p "$root/dev/shm"
+    if ! mountpoint -q "$root/dev/shm"; then
+        mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm" && mounted+=("$root/dev/shm")
+    fi
+    for mount in "${mounted[@]}"; do unmount+="umount '$mount' 2>/dev/null || umount -l '$mount'; "; done
+    # shellcheck disable=SC2064  # the folders are fixed now
+    [ -n "$unmount" ] && trap "$unmount" EXIT
     # A clean environment: the build machine's CXX, PKG_CONFIG_PATH or
     # CUDA_PATH would name compilers and folders of the other system.
     chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin \
