@@ -7,14 +7,20 @@
 // process runs it too.
 #pragma once
 
+#include "cudyn/device/device.hpp"
+#include "cudyn/device/primary_context.hpp"
 #include "cudyn/device/stream.hpp"
 #include "cudyn/memory/device_buffer.hpp"
 #include "cudyn/nccl/communicator.hpp"
+#include "cudyn/nccl/nccl_channel.hpp"
 #include "cudyn/nccl/nccl_memory.hpp"
 #include "cudyn/nccl/registered_growable_buffer.hpp"
 #include "cudyn/nccl/registered_memory.hpp"
 #include "cudyn/pool/stream_ordered_buffer.hpp"
 
+#include "ipc_helpers.hpp"
+
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -107,6 +113,30 @@ inline int nccl_rank_scenario(cudyn::NcclCommunicator& comm) {
     good(registered->shrink_to(chunk), "shrink");
     expect(registered->registered_chunks() == 1, "one chunk left registered");
     return failures;
+}
+
+// Rank 1 of a two-rank communicator, in the child process: the channel to
+// the parent, device 1's context, the communicator from rank 0 (waiting at
+// most `timeout`), then `scenario(comm)`. The communicator is gone when this
+// returns.
+struct PeerRankOutcome {
+    int setup_failure = 0;  // the exit code when the set-up failed: 10 channel, 11 device, 12 context, 13 communicator
+    int failed_checks = 0;  // the scenario's answer
+};
+template <typename Scenario>
+PeerRankOutcome run_peer_rank(std::chrono::milliseconds timeout, Scenario&& scenario) {
+    auto channel = ipc::child_channel();
+    if (!channel) return {10, 0};
+    auto device = cudyn::Device::get(1);
+    if (!device) return {11, 0};
+    auto context = cudyn::PrimaryContext::activate(*device);
+    if (!context) return {12, 0};
+    auto comm = cudyn::nccl_communicator_from_root(*channel, timeout);
+    if (!comm) {
+        std::fprintf(stderr, "rank 1: %s\n", comm.error().describe().c_str());
+        return {13, 0};
+    }
+    return {0, scenario(*comm)};
 }
 
 }  // namespace cudyn_test

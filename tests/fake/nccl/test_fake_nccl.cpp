@@ -234,21 +234,9 @@ TEST_CASE("a registered GrowableBuffer stays registered chunk by chunk", "[emula
 namespace {
 
 int peer_rank_role(int, char**) {
-    auto channel = cudyn_test::ipc::child_channel();
-    if (!channel) return 10;
-    auto device = cudyn::Device::get(1);
-    if (!device) return 11;
-    auto context = cudyn::PrimaryContext::activate(*device);
-    if (!context) return 12;
-    int failures = 0;
-    {
-        auto comm = cudyn::nccl_communicator_from_root(*channel);
-        if (!comm) {
-            std::fprintf(stderr, "peer: %s\n", comm.error().describe().c_str());
-            return 13;
-        }
-        failures = cudyn_test::nccl_rank_scenario(*comm);
-    }
+    const auto outcome = cudyn_test::run_peer_rank(cudyn::kDefaultChannelTimeout, cudyn_test::nccl_rank_scenario);
+    if (outcome.setup_failure != 0) return outcome.setup_failure;
+    int failures = outcome.failed_checks;
     if (stale_deregistrations() != 0 || live_registrations() != 0 || dropped_registrations() != 0) ++failures;
     return failures == 0 ? 0 : 1;
 }

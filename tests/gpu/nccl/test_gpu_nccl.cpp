@@ -49,19 +49,11 @@ int window_scenario(cudyn::NcclCommunicator& comm) {
 }
 
 int gpu_peer_rank_role(int, char**) {
-    auto channel = cudyn_test::ipc::child_channel();
-    if (!channel) return 10;
-    auto device = cudyn::Device::get(1);
-    if (!device) return 11;
-    auto context = cudyn::PrimaryContext::activate(*device);
-    if (!context) return 12;
-    auto comm = cudyn::nccl_communicator_from_root(*channel, std::chrono::seconds(60));
-    if (!comm) {
-        std::fprintf(stderr, "rank 1: %s\n", comm.error().describe().c_str());
-        return 13;
-    }
-    const int failures = cudyn_test::nccl_rank_scenario(*comm) + window_scenario(*comm);
-    return failures == 0 ? 0 : 1;
+    const auto outcome = cudyn_test::run_peer_rank(std::chrono::seconds(60), [](cudyn::NcclCommunicator& comm) {
+        return cudyn_test::nccl_rank_scenario(comm) + window_scenario(comm);
+    });
+    if (outcome.setup_failure != 0) return outcome.setup_failure;
+    return outcome.failed_checks == 0 ? 0 : 1;
 }
 const cudyn_test::ChildRole gpu_peer_rank("nccl-gpu-peer-rank", gpu_peer_rank_role);
 
