@@ -100,12 +100,9 @@ Result<DeviceSlot*> SleepingAllocator::State::slot(int device) {
     if (auto found = devices.find(device); found != devices.end()) return &found->second;
     CUDYN_TRY_ASSIGN(auto handle, Device::get(device));
     CUDYN_TRY_ASSIGN(auto context, PrimaryContext::retain(handle));
-    std::size_t granularity = 0;
-    {
-        const detail::ContextScope scope(context.handle());
-        CUDYN_TRY(scope.status());
-        CUDYN_TRY_ASSIGN(granularity, allocation_granularity(AllocationProperties::device(device)));
-    }
+    CUDYN_TRY_ASSIGN(const std::size_t granularity, detail::in_context(context.handle(), [device] {
+                         return allocation_granularity(AllocationProperties::device(device));
+                     }));
     auto made = devices.emplace(device, DeviceSlot{std::move(context), granularity,
                                                    {{Location::device(device), AccessFlags::ReadWrite}}});
     // Emplaced first, so that two devices naming each other as peers meet a slot.
@@ -169,9 +166,8 @@ Result<void> SleepingAllocator::State::trim_to(std::size_t limit) {
 
 Result<void> SleepingAllocator::State::wait_for_devices() {
     for (auto& [ordinal, slot] : devices) {
-        const detail::ContextScope scope(slot.context.handle());
-        CUDYN_TRY(scope.status());
-        CUDYN_TRY(call_driver(&DriverTable::cuCtxSynchronize_v2000));
+        CUDYN_TRY(detail::in_context(slot.context.handle(),
+                                     [] { return call_driver(&DriverTable::cuCtxSynchronize_v2000); }));
     }
     return ok();
 }
@@ -220,11 +216,12 @@ Result<CUdeviceptr> SleepingAllocator::allocate(std::size_t bytes, int device) {
         state_->cache.erase(hit);
         state_->cached -= rounded;
     } else {
-        const detail::ContextScope scope(slot->context.handle());
-        CUDYN_TRY(scope.status());
-        CUDYN_TRY_ASSIGN(allocation.range, AddressRange::reserve(rounded, step));
-        CUDYN_TRY_ASSIGN(auto memory, PhysicalMemory::create(AllocationProperties::device(device), rounded));
-        CUDYN_TRY_ASSIGN(allocation.mapping, MappedRange::map(allocation.range, 0, memory, slot->grants));
+        CUDYN_TRY(detail::in_context(slot->context.handle(), [&]() -> Result<void> {
+            CUDYN_TRY_ASSIGN(allocation.range, AddressRange::reserve(rounded, step));
+            CUDYN_TRY_ASSIGN(auto memory, PhysicalMemory::create(AllocationProperties::device(device), rounded));
+            CUDYN_TRY_ASSIGN(allocation.mapping, MappedRange::map(allocation.range, 0, memory, slot->grants));
+            return ok();
+        }));
         allocation.bytes = rounded;
         allocation.device = device;
     }
@@ -359,13 +356,12 @@ Result<SleepWakeReport> SleepingAllocator::sleep(const std::vector<std::string>&
     // Every copy before any release: a failed copy changes nothing.
     for (Allocation* allocation : awake) {
         if (offload.count(allocation->tag) == 0) continue;
-        const detail::ContextScope scope(state_->devices.at(allocation->device).context.handle());
-        auto copied = [&]() -> Result<void> {
-            CUDYN_TRY(scope.status());
+        const CUcontext context = state_->devices.at(allocation->device).context.handle();
+        auto copied = detail::in_context(context, [&]() -> Result<void> {
             CUDYN_TRY_ASSIGN(allocation->saved, PinnedBuffer<unsigned char>::allocate(allocation->bytes));
             return allocation->mapping.device_span().copy_to(
                 HostSpan<std::byte>(reinterpret_cast<std::byte*>(allocation->saved.data()), allocation->bytes));
-        }();
+        });
         if (!copied) {
             for (Allocation* made : awake) made->saved = PinnedBuffer<unsigned char>();
             Error error = kSleep.context(std::move(copied).error());
@@ -428,9 +424,10 @@ Result<SleepWakeReport> SleepingAllocator::wake_up(const std::vector<std::string
     SleepWakeReport report;
     for (Allocation* allocation : sleeping) {
         const DeviceSlot& slot = state_->devices.at(allocation->device);
-        auto woke = [&]() -> Result<void> {
-            const detail::ContextScope scope(slot.context.handle());
-            CUDYN_TRY(scope.status());
+        // Woken even when the caller's context cannot be put back afterwards:
+        // counted as awake before that error goes back.
+        bool mapped = false;
+        auto woke = detail::in_context(slot.context.handle(), [&]() -> Result<void> {
             // A handle a refused release left behind goes first (its mapping is gone).
             CUDYN_TRY(allocation->mapping.unmap());
             CUDYN_TRY_ASSIGN(auto memory,
@@ -442,8 +439,17 @@ Result<SleepWakeReport> SleepingAllocator::wake_up(const std::vector<std::string
                     reinterpret_cast<const std::byte*>(allocation->saved.data()), allocation->bytes)));
             }
             allocation->mapping = std::move(mapping);
+            mapped = true;
             return ok();
-        }();
+        });
+        if (mapped) {
+            const bool had_copy = !allocation->saved.empty();
+            allocation->saved = PinnedBuffer<unsigned char>();
+            allocation->asleep = false;
+            report.allocations += 1;
+            report.bytes += allocation->bytes;
+            if (had_copy) report.offloaded_bytes += allocation->bytes;
+        }
         if (!woke) {
             const std::size_t still = sleeping.size() - report.allocations;
             Error error = kWake.context(std::move(woke).error());
@@ -452,12 +458,6 @@ Result<SleepWakeReport> SleepingAllocator::wake_up(const std::vector<std::string
                              " still asleep with their host copies; nothing leaked: call wake_up again to retry)";
             return error;
         }
-        const bool had_copy = !allocation->saved.empty();
-        allocation->saved = PinnedBuffer<unsigned char>();
-        allocation->asleep = false;
-        report.allocations += 1;
-        report.bytes += allocation->bytes;
-        if (had_copy) report.offloaded_bytes += allocation->bytes;
     }
     return report;
 }
