@@ -27,6 +27,19 @@ Result<void> require_pool_device(const OwnerContext& context) {
     return require_memory_pools(caps, ordinal, kAllocate);
 }
 
+// Runs a stream-ordered allocation or free. On a created stream the driver
+// takes the device, the pool and the order from the stream, whatever
+// context is current (it allocates and frees on a stream of device 0 with
+// device 1's context current, or with none): no context query and no
+// switch, the allocation's whole cost being the driver's. A default stream
+// is the calling thread's context's, so there `context` (where known) is
+// made current for the call and the caller's put back.
+template <typename Call>
+Result<void> in_allocation_context(bool default_stream, CUcontext context, Call&& call) {
+    if (!default_stream) return call();
+    return in_context(context, std::forward<Call>(call));
+}
+
 }  // namespace
 
 Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std::size_t element_size,
@@ -52,8 +65,7 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     // A pool exists only where pools do; the current pool needs the check.
     if (pool == nullptr) CUDYN_TRY(require_pool_device(*context));
     CUdeviceptr address = 0;
-    // In the stream's context, whatever the thread's is (a created stream).
-    CUDYN_TRY(in_stream_context(stream, [&]() -> Result<void> {
+    CUDYN_TRY(in_allocation_context(stream.is_default(), stream.context_handle(), [&]() -> Result<void> {
         if (pool != nullptr)
             return call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
                                stream.handle());
@@ -70,16 +82,18 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
 }
 
 Result<void> StreamOrderedMemory::Held::release() {
-    // In the context of the stream's work, like every stream operation: the
-    // driver refuses stream work of another context than the current one
-    // (copies answer INVALID_VALUE), and a default stream means "the current
-    // context's", which must then be this memory's (stream_context is the
-    // allocation's for a default stream). One cuCtxGetCurrent when it is
-    // current already; the caller's context is put back.
-    return release_in_context(
-        stream_context != nullptr ? stream_context : context,
-        [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); },
-        [this] { *this = Held{}; });  // the retain, if any, goes after the free
+    const auto free = [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); };
+    const auto forget = [this] { *this = Held{}; };  // the retain, if any, goes after the free
+    // A created stream needs no context current (see in_allocation_context);
+    // a default stream means "the current context's", which must then be
+    // this memory's (stream_context is the allocation's for a default
+    // stream), made current and the caller's put back.
+    if (!StreamRef(stream).is_default()) {
+        Result<void> freed = free();
+        if (freed) forget();
+        return freed;
+    }
+    return release_in_context(stream_context != nullptr ? stream_context : context, free, forget);
 }
 
 Result<void> StreamOrderedMemory::require(const char* operation) const {

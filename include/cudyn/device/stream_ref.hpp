@@ -26,6 +26,9 @@ public:
     // takes a stream makes this context current for its driver calls (and
     // puts the caller's back), so a stream of another device works whatever
     // context the thread has; with null it runs in the thread's context.
+    // Stream-ordered allocation and free need no current context on a
+    // created stream (the driver reads the device from the stream): they
+    // switch only for a default stream.
     CUcontext context_handle() const noexcept { return context_ != nullptr ? context_->handle() : bound_; }
     // The legacy NULL stream, as the table's legacy-stream entries read 0.
     bool is_legacy_default() const noexcept { return handle_ == nullptr || handle_ == CU_STREAM_LEGACY; }

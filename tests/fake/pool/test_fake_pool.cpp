@@ -355,6 +355,35 @@ TEST_CASE("on a created stream the stream keeps the context; retargeted to the l
     CHECK(fake.primary_ctx_refcount(0) == 0);
 }
 
+TEST_CASE("on a created stream, allocation and free neither ask nor change the current context",
+          "[emulated][cuda11][pool]") {
+    // The driver takes the device and the order from a created stream: a
+    // pool pair on device 0's stream works with device 1's context current,
+    // or with none, and the library adds no context call to it.
+    auto context0 = activate(0);
+    auto pool = keeping_pool();
+    auto stream = take(cudyn::Stream::create());
+    auto context1 = activate(1);
+    const CUcontext caller = context1.handle();
+    for (const CUcontext current : {caller, static_cast<CUcontext>(nullptr)}) {
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxSetCurrent_v4000, current));
+        const DriverSnapshot before({"cuCtxGetCurrent", "cuCtxSetCurrent"});
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, kWords, stream));
+        auto from_default_pool = take(StreamOrderedBuffer<std::uint32_t>::allocate(kWords, stream));
+        require_ok(buffer.free());
+        require_ok(from_default_pool.free());
+        for (const char* entry : {"cuCtxGetCurrent", "cuCtxSetCurrent"}) {
+            INFO(entry);
+            CHECK(before.calls_since(entry) == 0);
+        }
+        CUcontext now = nullptr;
+        require_ok(cudyn::call_driver(&cudyn::DriverTable::cuCtxGetCurrent_v4000, &now));
+        CHECK(now == current);
+    }
+    require_ok(stream.synchronize());
+    CHECK(take(pool.usage()).used_bytes == 0);
+}
+
 TEST_CASE("CUDA 13's managed pools: one per location, the default also the current one", "[emulated][pool]") {
     auto context = activate(0);
     for (const Location where : {Location::device(0), Location::device(1), Location::host()}) {
