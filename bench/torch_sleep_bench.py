@@ -24,7 +24,10 @@ Cases (median and quartiles of N rounds, microseconds or milliseconds):
                        its CUDA context and PyTorch's besides the bytes, which the
                        driver saves too; the parent's sleep-wake buffers are
                        freed before the child starts.
-Ratios (cudyn / raw, cudyn / checkpoint) are of medians. Run three fresh
+The sleep-wake sides take turns, round by round, the side going first
+alternating; "ratio cudyn/raw" there is the median of the rounds' ratios
+(with the lowest and highest). The other ratios (cudyn-c / raw-vmm,
+cudyn / checkpoint) are of medians. Run three fresh
 processes for a record:
     for i in 1 2 3; do python3 bench/torch_sleep_bench.py; done
 Environment: the built package (<builddir>/python, libcudyn-torch.so beside
@@ -57,6 +60,26 @@ def summary(samples):
     ordered = sorted(samples)
     q = statistics.quantiles(ordered, n=4) if len(ordered) >= 4 else [ordered[0], statistics.median(ordered), ordered[-1]]
     return {"median": statistics.median(ordered), "q1": q[0], "q3": q[2], "n": len(ordered), "unit": "us"}
+
+
+def paired(first, second, rounds, warmup=1):
+    """Rounds of one call of each, the side going first alternating by round
+    (a drift during the run favours neither): each side's summary and the
+    rounds' ratios first/second (median, lowest, highest). A ratio of two
+    medians could come from different rounds; the paired one cannot."""
+    for _ in range(warmup):
+        first()
+        second()
+    samples = ([], [])
+    for index in range(rounds):
+        order = (0, 1) if index % 2 == 0 else (1, 0)
+        for side in order:
+            started = time.perf_counter_ns()
+            (first, second)[side]()
+            samples[side].append((time.perf_counter_ns() - started) / 1e3)  # microseconds
+    ratios = [a / b for a, b in zip(*samples)]
+    ratio = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "rounds": ratios}
+    return summary(samples[0]), summary(samples[1]), ratio
 
 
 def timed(function, rounds, warmup=3):
@@ -334,27 +357,27 @@ def main():
         native.set_tag("weights")
         address = native.alloc(size, device)
         native.set_tag("default")
+        raw_address = raw.reserve(size)
+        state = {"handle": raw.create_map(raw_address, size)}
         torch.cuda.synchronize()
 
         def cudyn_sleep_wake():
             native.sleep(("weights",))
             native.wake_up()
 
-        record(f"sleep-wake/{label}/cudyn", timed(cudyn_sleep_wake, sleep_rounds, warmup=1))
-        native.free(address, size, device)
-
-        raw_address = raw.reserve(size)
-        state = {"handle": raw.create_map(raw_address, size)}
-
         def raw_sleep_wake():
             state["handle"] = raw.sleep_wake(raw_address, size, state["handle"])
 
-        record(f"sleep-wake/{label}/raw", timed(raw_sleep_wake, sleep_rounds, warmup=1))
+        # Both sides hold their bytes for the whole comparison and take
+        # turns, so that the host's and the driver's moods (pinning this many
+        # pages takes seconds and varies) fall on both alike.
+        cudyn_side, raw_side, ratio = paired(cudyn_sleep_wake, raw_sleep_wake, sleep_rounds)
+        record(f"sleep-wake/{label}/cudyn", cudyn_side)
+        record(f"sleep-wake/{label}/raw", raw_side)
+        record(f"sleep-wake/{label}/ratio cudyn/raw", ratio)
+        native.free(address, size, device)
         raw.unmap_release(raw_address, size, state["handle"])
         raw.address_free(raw_address, size)
-        record(f"sleep-wake/{label}/ratio cudyn/raw",
-               results["cases"][f"sleep-wake/{label}/cudyn"]["median"] /
-               results["cases"][f"sleep-wake/{label}/raw"]["median"])
 
         if checkpoint_enabled:
             # The parent's buffers of this size are freed above; the child
