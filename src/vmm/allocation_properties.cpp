@@ -8,7 +8,10 @@
 #include "core/internal.hpp"
 #include "vmm/internal.hpp"
 
+#include <cstring>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 namespace cudyn {
 
@@ -71,7 +74,8 @@ AllocationProperties AllocationProperties::with_gpu_direct_rdma(bool capable) co
 
 Result<void> detail::check_location_and_handle_types(const Location& location, HandleType types,
                                                      const Operation& what, const char* entry) {
-    CUDYN_TRY(location.validate((std::string(what.name()) + ": location").c_str()));
+    // The text only when it is wrong: this runs on every create.
+    if (location.id() < 0) CUDYN_TRY(location.validate((std::string(what.name()) + ": location").c_str()));
     if (location.kind() == LocationKind::HostNumaCurrent)
         return what.invalid(std::string("location: ") + entry +
                             " does not take host NUMA current; name the node (Location::host_numa(n))");
@@ -97,7 +101,8 @@ Result<void> AllocationProperties::check_supported() const {
     // the driver nothing (a host location asks for the current context's device).
     CUDYN_TRY_ASSIGN(const int ordinal, detail::judging_device(location_));
     CUDYN_TRY_ASSIGN(const auto caps, detail::capabilities(ordinal, "AllocationProperties"));
-    const std::string on = "device " + std::to_string(ordinal);
+    // Texts built only on a refusal: this runs on every create.
+    const auto on = [ordinal] { return "device " + std::to_string(ordinal); };
     const auto unsupported = [this](const std::string& why) {
         return Error::not_supported({}, describe() + ": " + why);
     };
@@ -111,22 +116,22 @@ Result<void> AllocationProperties::check_supported() const {
         case LocationKind::Host:
             if (!caps.host_virtual_memory_management)
                 return unsupported("host VMM allocations are not supported (" +
-                                   is_zero(&DeviceCapabilities::host_virtual_memory_management) + " on " + on + ")");
+                                   is_zero(&DeviceCapabilities::host_virtual_memory_management) + " on " + on() + ")");
             break;
         case LocationKind::HostNuma:
         case LocationKind::HostNumaCurrent:
             if (!caps.host_numa_virtual_memory_management)
                 return unsupported("host NUMA VMM allocations are not supported (" +
-                                   is_zero(&DeviceCapabilities::host_numa_virtual_memory_management) + " on " + on +
+                                   is_zero(&DeviceCapabilities::host_numa_virtual_memory_management) + " on " + on() +
                                    ")");
             break;
     }
     for (const HandleTypeRow& row : kHandleTypes)
         if (includes(handle_types_, row.type) && !(caps.*row.supported))
-            return unsupported(std::string(row.name) + " handles are not supported on " + on + " (" +
+            return unsupported(std::string(row.name) + " handles are not supported on " + on() + " (" +
                                is_zero(row.supported) + ")");
     if (gpu_direct_rdma_ && !caps.rdma_with_vmm)
-        return unsupported("GPUDirect RDMA on VMM memory is not supported on " + on + " (" +
+        return unsupported("GPUDirect RDMA on VMM memory is not supported on " + on() + " (" +
                            is_zero(&DeviceCapabilities::rdma_with_vmm) + ")");
     return ok();
 }
@@ -157,15 +162,58 @@ Result<int> judging_device(const Location& location) {
     return std::move(current).error();
 }
 
+namespace {
+
+// The driver's granularity answers, by the exact properties asked about and
+// the kind asked for: a fact of the device that holds for the process, as
+// the capability cache's, and asked on every create and every growth, so
+// asked of the driver once. A handful of property sets is the rule; the
+// list stops growing at its bound (then the driver is asked each time).
+class GranularityAnswers {
+public:
+    bool find(const CUmemAllocationProp& prop, Granularity which, std::size_t& granularity) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        for (const Answer& answer : answers_)
+            if (answer.which == which && std::memcmp(&answer.prop, &prop, sizeof prop) == 0) {
+                granularity = answer.granularity;
+                return true;
+            }
+        return false;
+    }
+    void keep(const CUmemAllocationProp& prop, Granularity which, std::size_t granularity) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (answers_.size() < kMostAnswers) answers_.push_back({prop, which, granularity});
+    }
+
+private:
+    static constexpr std::size_t kMostAnswers = 64;
+    struct Answer {
+        CUmemAllocationProp prop;
+        Granularity which;
+        std::size_t granularity;
+    };
+    std::mutex mutex_;
+    std::vector<Answer> answers_;
+};
+
+GranularityAnswers& granularity_answers() {
+    static GranularityAnswers* const answers = new GranularityAnswers;  // never destroyed: used until exit
+    return *answers;
+}
+
+}  // namespace
+
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which) {
-    const CUmemAllocationProp prop = properties.to_cu();
+    const CUmemAllocationProp prop = properties.to_cu();  // zeroed first: padding compares equal too
     std::size_t granularity = 0;
+    if (granularity_answers().find(prop, which, granularity)) return granularity;
     CUDYN_TRY(call_driver(&DriverTable::cuMemGetAllocationGranularity_v10020, &granularity, &prop,
                           which == Granularity::Minimum ? CU_MEM_ALLOC_GRANULARITY_MINIMUM
                                                         : CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     if (granularity == 0)
         return Error::from_driver(CUDA_ERROR_INVALID_VALUE, "cuMemGetAllocationGranularity",
                                   "the driver reported a granularity of 0 for " + properties.describe());
+    granularity_answers().keep(prop, which, granularity);
     return granularity;
 }
 

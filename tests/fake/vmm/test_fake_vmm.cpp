@@ -59,6 +59,35 @@ void set_peer_access(int accessor, int owner, int can) {
 
 }  // namespace
 
+// First in the file: its property set must not have been asked about yet in
+// the process (the [vmm] cases of test_fake_faults.cpp use device 0 only).
+TEST_CASE("the granularity is asked once per property set; a refused answer fails the create and is not kept",
+          "[emulated][cuda11][vmm]") {
+    auto context = activate(0);
+    const auto props = AllocationProperties::device(1).with_handle_types(HandleType::PosixFileDescriptor);
+    const DriverSnapshot before;
+    {
+        ScopedFault fault("cuMemGetAllocationGranularity");
+        require_error(PhysicalMemory::create(props, 2 * kMiB), ErrorCode::OutOfMemory,
+                      "cuMemGetAllocationGranularity");
+    }
+    CHECK(before.live_delta() == 0);
+    const DriverSnapshot first({"cuMemGetAllocationGranularity"});
+    auto memory = take(PhysicalMemory::create(props, 2 * kMiB));  // asked again: the refusal was not kept
+    CHECK(first.calls_since("cuMemGetAllocationGranularity") == 1);
+    const DriverSnapshot later({"cuMemGetAllocationGranularity"});
+    auto again = take(PhysicalMemory::create(props, 2 * kMiB));
+    CHECK(take(cudyn::allocation_granularity(props)) == 2 * kMiB);
+    CHECK(later.calls_since("cuMemGetAllocationGranularity") == 0);
+    CHECK(take(cudyn::allocation_granularity(props, cudyn::Granularity::Recommended)) == 2 * kMiB);
+    CHECK(later.calls_since("cuMemGetAllocationGranularity") == 1);  // another kind of answer: asked once
+    // A size that is no multiple is still refused before the driver, from the kept answer.
+    const DriverSnapshot refused({"cuMemCreate", "cuMemGetAllocationGranularity"});
+    require_error(PhysicalMemory::create(props, 3 * kMiB), ErrorCode::InvalidArgument,
+                  "not a multiple of the allocation granularity");
+    refused.require_untouched();
+}
+
 TEST_CASE("granularity is asked for the exact allocation properties", "[emulated][cuda11][vmm]") {
     const auto props = AllocationProperties::device(0).with_handle_types(HandleType::PosixFileDescriptor);
     const CUmemAllocationProp prop = props.to_cu();
@@ -459,8 +488,9 @@ TEST_CASE("access None really faults, in a child process", "[emulated][cuda11][v
 TEST_CASE("fault injection at each VMM step leaves nothing live", "[emulated][cuda11][vmm]") {
     auto context = activate(0);
     const DriverSnapshot before;
-    const char* specs[] = {"cuMemAddressReserve", "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemMap",
-                           "cuMemSetAccess"};
+    // (A refused granularity query: the first case of this file; the answer
+    // is kept for the process once given, so it is not asked here again.)
+    const char* specs[] = {"cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemSetAccess"};
     for (const char* spec : specs) {
         INFO(spec);
         {
