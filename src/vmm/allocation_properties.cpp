@@ -184,6 +184,10 @@ public:
         const std::lock_guard<std::mutex> lock(mutex_);
         if (answers_.size() < kMostAnswers) answers_.push_back({prop, which, granularity});
     }
+    void forget() noexcept {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        answers_.clear();
+    }
 
 private:
     static constexpr std::size_t kMostAnswers = 64;
@@ -202,6 +206,8 @@ GranularityAnswers& granularity_answers() {
 }
 
 }  // namespace
+
+void forget_granularity_answers() noexcept { granularity_answers().forget(); }
 
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which) {
     const CUmemAllocationProp prop = properties.to_cu();  // zeroed first: padding compares equal too

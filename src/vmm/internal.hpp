@@ -151,8 +151,13 @@ Result<void> check_location_and_handle_types(const Location& location, HandleTyp
 // names `operation` first ("PhysicalMemory::create: AllocationProperties: ...").
 Result<void> check_properties_for(const AllocationProperties& properties, const Operation& operation);
 
-// cuMemGetAllocationGranularity without the validation and support checks.
+// cuMemGetAllocationGranularity without the validation and support checks;
+// the driver's answer is kept per exact property set and kind (a device fact).
 Result<std::size_t> query_granularity(const AllocationProperties& properties, Granularity which);
+// Forgets the kept granularity answers, so the next query asks the driver.
+// Only for the fake-driver tests (a fault injected into the query must reach
+// it); the library never calls it.
+void forget_granularity_answers() noexcept;
 
 // The device whose attributes judge memory at `location`: a device location's
 // own; for host memory the current context's device, device 0 when none is

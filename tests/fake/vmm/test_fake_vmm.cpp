@@ -18,6 +18,7 @@
 #include "cudyn/vmm/range_access.hpp"
 
 #include "device/device_facts.hpp"  // forget_capabilities: the fake's attributes change, a driver's do not
+#include "vmm/internal.hpp"           // forget_granularity_answers: a fault injected into the query must reach it
 
 #include <signal.h>
 
@@ -59,12 +60,11 @@ void set_peer_access(int accessor, int owner, int can) {
 
 }  // namespace
 
-// First in the file: its property set must not have been asked about yet in
-// the process (the [vmm] cases of test_fake_faults.cpp use device 0 only).
 TEST_CASE("the granularity is asked once per property set; a refused answer fails the create and is not kept",
           "[emulated][cuda11][vmm]") {
     auto context = activate(0);
     const auto props = AllocationProperties::device(1).with_handle_types(HandleType::PosixFileDescriptor);
+    cudyn::detail::forget_granularity_answers();  // as in a fresh process
     const DriverSnapshot before;
     {
         ScopedFault fault("cuMemGetAllocationGranularity");
@@ -488,12 +488,12 @@ TEST_CASE("access None really faults, in a child process", "[emulated][cuda11][v
 TEST_CASE("fault injection at each VMM step leaves nothing live", "[emulated][cuda11][vmm]") {
     auto context = activate(0);
     const DriverSnapshot before;
-    // (A refused granularity query: the first case of this file; the answer
-    // is kept for the process once given, so it is not asked here again.)
-    const char* specs[] = {"cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemSetAccess"};
+    const char* specs[] = {"cuMemAddressReserve", "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemMap",
+                           "cuMemSetAccess"};
     for (const char* spec : specs) {
         INFO(spec);
         {
+            cudyn::detail::forget_granularity_answers();  // so that the query is asked, and fails when injected
             ScopedFault fault(spec);
             auto range = AddressRange::reserve(4 * kMiB);
             auto memory = PhysicalMemory::create(AllocationProperties::device(0), 2 * kMiB);
