@@ -123,7 +123,7 @@ python3 scripts/test_summary.py "$build/meson-logs/testlog.json" | tee -a "$out/
 [ "${SANITIZER:-0}" = 1 ] && sanitizer_stage
 fi
 # What a Python call adds over the C++ call (docs/performance.md, Python calls).
-if [ "${BENCH:-1}" = 1 ] && compgen -G "$build/python/cudyn/_cudyn*" >/dev/null; then  # the extension built
+if [ "${BENCH:-1}" = 1 ] && compgen -G "$build/python/cudyn/_cudyn*.so" >/dev/null; then  # the extension built
     PYTHONPATH="$build/python" timeout "${BENCH_TIMEOUT:-300}" python3 bench/python_overhead.py --rounds 5 2>&1 |
         tee "$out/python-overhead.txt"
 fi
