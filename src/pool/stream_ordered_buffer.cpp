@@ -27,73 +27,107 @@ Result<void> require_pool_device(const OwnerContext& context) {
     return require_memory_pools(caps, ordinal, kAllocate);
 }
 
-// Runs a stream-ordered allocation or free. On a created stream the driver
-// takes the device, the pool and the order from the stream, whatever
-// context is current (it allocates and frees on a stream of device 0 with
-// device 1's context current, or with none): no context query and no
-// switch, the allocation's whole cost being the driver's. A default stream
-// is the calling thread's context's, so there `context` (where known) is
-// made current for the call and the caller's put back.
-template <typename Call>
-Result<void> in_allocation_context(bool default_stream, CUcontext context, Call&& call) {
-    if (!default_stream) return call();
-    return in_context(context, std::forward<Call>(call));
+// cuMemAllocFromPoolAsync from `pool`, or cuMemAllocAsync from the current
+// pool of the stream's device where `pool` is null: the driver's answer.
+CUresult allocate_on(const DriverTable& table, CUdeviceptr* address, std::size_t bytes, const MemoryPool* pool,
+                     CUstream stream) {
+    return pool != nullptr ? table.cuMemAllocFromPoolAsync_v11020(address, bytes, pool->handle(), stream)
+                           : table.cuMemAllocAsync_v11020(address, bytes, stream);
+}
+
+CUDYN_DETAIL_COLD Result<void> allocation_failed(CUresult result, const MemoryPool* pool) {
+    if (pool != nullptr) return call_failed(result, &DriverTable::cuMemAllocFromPoolAsync_v11020);
+    return call_failed(result, &DriverTable::cuMemAllocAsync_v11020);
 }
 
 }  // namespace
 
-Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std::size_t element_size,
-                                                          const MemoryPool* pool, StreamRef stream) {
+Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
+                                          const MemoryPool* pool, StreamRef stream) {
     CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate: count"));
     if (pool != nullptr && pool->empty()) return kAllocate.invalid("the pool is empty (moved from or destroyed)");
-    if (pool != nullptr)
-        CUDYN_TRY(require_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020));
-    else
-        CUDYN_TRY(require_entry(&DriverTable::cuMemAllocAsync_v11020));
+    const DriverTable* table = usable_driver();
+    if (table == nullptr || (pool != nullptr ? table->cuMemAllocFromPoolAsync_v11020 == nullptr
+                                             : table->cuMemAllocAsync_v11020 == nullptr)) {
+        if (pool != nullptr) return entry_unavailable(table, &DriverTable::cuMemAllocFromPoolAsync_v11020);
+        return entry_unavailable(table, &DriverTable::cuMemAllocAsync_v11020);
+    }
+    Held& held = into.held_.get();
     // A created cudyn Stream keeps its context alive, and the stream must
     // still exist when the memory is freed on it (as for any stream-ordered
     // call), so the memory relies on it: no retain of its own, no driver call
     // and no atomic reference count per allocation. A default stream or a
     // raw handle names no context of its own: then the current one is
-    // retained, as every other owner does.
+    // retained (in the record: it goes with it), as every other owner does.
     const OwnerContext* context = stream.context();
-    OwnerContext retained;
     if (context == nullptr) {
-        CUDYN_TRY_ASSIGN(retained, OwnerContext::current());
-        context = &retained;
+        CUDYN_TRY_ASSIGN(held.retained, OwnerContext::current());
+        context = &held.retained;
     }
     // A pool exists only where pools do; the current pool needs the check.
     if (pool == nullptr) CUDYN_TRY(require_pool_device(*context));
+    // On a created stream the driver takes the device, the pool and the
+    // order from the stream, whatever context is current (it allocates and
+    // frees on a stream of device 0 with device 1's context current, or with
+    // none): no context query and no switch, the call's cost being the
+    // driver's. A default stream is the calling thread's context's, so
+    // there the stream's context (where known) is made current for the call
+    // and the caller's put back.
     CUdeviceptr address = 0;
-    CUDYN_TRY(in_allocation_context(stream.is_default(), stream.context_handle(), [&]() -> Result<void> {
-        if (pool != nullptr)
-            return call_driver(&DriverTable::cuMemAllocFromPoolAsync_v11020, &address, bytes, pool->handle(),
-                               stream.handle());
-        return call_driver(&DriverTable::cuMemAllocAsync_v11020, &address, bytes, stream.handle());
-    }));
-    const CUcontext allocated_in = context->handle();  // before `retained` moves (it may be `context`)
-    const int device = context->empty() ? -1 : static_cast<int>(context->device());
-    Held held{std::move(retained), address, bytes, stream.handle(), allocated_in, allocated_in, {}, false};
+    if (!stream.is_default()) {
+        if (const CUresult result = allocate_on(*table, &address, bytes, pool, stream.handle()); result != CUDA_SUCCESS)
+            return allocation_failed(result, pool);
+    } else {
+        CUDYN_TRY(in_context(stream.context_handle(), [&]() -> Result<void> {
+            const CUresult result = allocate_on(*table, &address, bytes, pool, stream.handle());
+            return result == CUDA_SUCCESS ? ok() : allocation_failed(result, pool);
+        }));
+    }
+    held.address = address;
+    held.bytes = bytes;
+    held.stream = stream.handle();
+    held.context = context->handle();
+    held.stream_context = held.context;
     // Known from the pool, so its copies take the route the driver accepts
     // without a refused try first (the current pool is always the device's).
     held.host_located = pool != nullptr && pool->location().kind() != LocationKind::Device;
-    held.ledger = ledger_open(MemoryKind::StreamOrdered, device, bytes, static_cast<std::uintptr_t>(address));
-    return StreamOrderedMemory(std::move(held));
+    held.ledger = ledger_open(MemoryKind::StreamOrdered, context->empty() ? -1 : static_cast<int>(context->device()),
+                              bytes, static_cast<std::uintptr_t>(address));
+    return ok();
+}
+
+Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std::size_t element_size,
+                                                          const MemoryPool* pool, StreamRef stream) {
+    StreamOrderedMemory memory;
+    CUDYN_TRY(allocate(memory, count, element_size, pool, stream));
+    return memory;
 }
 
 Result<void> StreamOrderedMemory::Held::release() {
-    const auto free = [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); };
-    const auto forget = [this] { *this = Held{}; };  // the retain, if any, goes after the free
-    // A created stream needs no context current (see in_allocation_context);
-    // a default stream means "the current context's", which must then be
-    // this memory's (stream_context is the allocation's for a default
-    // stream), made current and the caller's put back.
-    if (!StreamRef(stream).is_default()) {
-        Result<void> freed = free();
-        if (freed) forget();
-        return freed;
-    }
-    return release_in_context(stream_context != nullptr ? stream_context : context, free, forget);
+    const auto forget = [this] {  // empty, as Held{} is, without a temporary record
+        address = 0;
+        bytes = 0;
+        stream = nullptr;
+        context = stream_context = nullptr;
+        host_located = false;
+        ledger.close();
+        retained = OwnerContext();  // the retain, if any, goes after the free
+    };
+    // A created stream needs no context current (as for the allocation); a
+    // default stream means "the current context's", which must then be this
+    // memory's (stream_context is the allocation's for a default stream),
+    // made current and the caller's put back.
+    if (StreamRef(stream).is_default())
+        return release_in_context(
+            stream_context != nullptr ? stream_context : context,
+            [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); }, forget);
+    const DriverTable* table = usable_driver();
+    if (table == nullptr || table->cuMemFreeAsync_v11020 == nullptr)
+        return entry_unavailable(table, &DriverTable::cuMemFreeAsync_v11020);
+    if (const CUresult result = table->cuMemFreeAsync_v11020(address, stream); result != CUDA_SUCCESS)
+        return call_failed(result, &DriverTable::cuMemFreeAsync_v11020);
+    forget();
+    return ok();
 }
 
 Result<void> StreamOrderedMemory::require(const char* operation) const {

@@ -34,9 +34,16 @@ public:
     StreamOrderedMemory() noexcept = default;
 
     // `count` * `element_size` bytes on `stream`, from `pool` (null: the
-    // current pool of the stream's device, cuMemAllocAsync). A created
-    // Stream keeps the context alive for it (no retain of its own); on any
-    // other stream the calling thread's current context is retained.
+    // current pool of the stream's device, cuMemAllocAsync), recorded in
+    // `into`, which must be empty (and is left without memory on failure).
+    // Filled in place rather than returned: the hot path's one record goes
+    // to the caller without a move. A created Stream keeps the context
+    // alive for it (no retain of its own); on any other stream the calling
+    // thread's current context is retained.
+    static Result<void> allocate(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
+                                 const MemoryPool* pool, StreamRef stream);
+    // The same, returned: the form the 0.2.0 header's inline allocate calls,
+    // kept so that programs built against it still load and run.
     static Result<StreamOrderedMemory> allocate(std::size_t count, std::size_t element_size, const MemoryPool* pool,
                                                 StreamRef stream);
 
@@ -76,7 +83,6 @@ private:
         bool empty() const noexcept { return address == 0; }
         Result<void> release();  // cuMemFreeAsync on stream; the retain goes after the free
     };
-    explicit StreamOrderedMemory(Held held) noexcept : held_(std::move(held)) {}
     UniqueHandle<Held> held_;
 };
 
@@ -102,10 +108,10 @@ public:
     // the stream to keep the context alive; on a default stream or a raw
     // handle it retains the current context itself.
     static Result<StreamOrderedBuffer> allocate(std::size_t count, StreamRef stream) {
-        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), nullptr, stream));
+        return allocate_from(nullptr, count, stream);
     }
     static Result<StreamOrderedBuffer> allocate(const MemoryPool& pool, std::size_t count, StreamRef stream) {
-        return adopt(detail::StreamOrderedMemory::allocate(count, sizeof(T), &pool, stream));
+        return allocate_from(&pool, count, stream);
     }
 
     StreamOrderedBuffer() noexcept = default;  // empty
@@ -198,10 +204,13 @@ public:
     }
 
 private:
-    explicit StreamOrderedBuffer(detail::StreamOrderedMemory memory) noexcept : memory_(std::move(memory)) {}
-    static Result<StreamOrderedBuffer> adopt(Result<detail::StreamOrderedMemory> memory) {
-        if (!memory) return std::move(memory).error();
-        return StreamOrderedBuffer(std::move(*memory));
+    // The buffer is made where the caller's result lives and filled there
+    // (one object returned on every path, so it is not moved either).
+    static Result<StreamOrderedBuffer> allocate_from(const MemoryPool* pool, std::size_t count, StreamRef stream) {
+        Result<StreamOrderedBuffer> made(std::in_place);
+        Result<void> allocated = detail::StreamOrderedMemory::allocate(made->memory_, count, sizeof(T), pool, stream);
+        if (!allocated) made = std::move(allocated).error();
+        return made;
     }
 
     Result<void> live(const char* operation) const { return memory_.require(operation); }

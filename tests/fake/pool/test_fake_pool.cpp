@@ -384,6 +384,23 @@ TEST_CASE("on a created stream, allocation and free neither ask nor change the c
     CHECK(take(pool.usage()).used_bytes == 0);
 }
 
+TEST_CASE("the returning form of the stream-ordered allocation (the 0.2.0 header's) allocates and frees",
+          "[emulated][cuda11][pool]") {
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    auto stream = take(cudyn::Stream::create());
+    auto memory = take(cudyn::detail::StreamOrderedMemory::allocate(kWords, sizeof(std::uint32_t), &pool, stream));
+    CHECK(memory.bytes() == kWords * sizeof(std::uint32_t));
+    CHECK(memory.address() != 0);
+    CHECK(take(pool.usage()).used_bytes >= memory.bytes());
+    require_error(cudyn::detail::StreamOrderedMemory::allocate(0, 4, &pool, stream), ErrorCode::InvalidArgument,
+                  "count");
+    require_ok(memory.release());
+    CHECK(memory.empty());
+    require_ok(stream.synchronize());
+    CHECK(take(pool.usage()).used_bytes == 0);
+}
+
 TEST_CASE("CUDA 13's managed pools: one per location, the default also the current one", "[emulated][pool]") {
     auto context = activate(0);
     for (const Location where : {Location::device(0), Location::device(1), Location::host()}) {
