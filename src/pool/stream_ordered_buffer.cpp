@@ -29,6 +29,10 @@ Result<void> require_pool_device(const OwnerContext& context) {
 
 // cuMemAllocFromPoolAsync from `pool`, or cuMemAllocAsync from the current
 // pool of the stream's device where `pool` is null: the driver's answer.
+// The hottest pair calls the table itself, its entries checked first with
+// require_entry, rather than through call_driver: the Result passed between
+// the calls was a sixth of the pair's own instructions. A refusal still
+// becomes call_driver's error (call_failed).
 CUresult allocate_on(const DriverTable& table, CUdeviceptr* address, std::size_t bytes, const MemoryPool* pool,
                      CUstream stream) {
     return pool != nullptr ? table.cuMemAllocFromPoolAsync_v11020(address, bytes, pool->handle(), stream)
@@ -46,12 +50,11 @@ Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_
                                           const MemoryPool* pool, StreamRef stream) {
     CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate: count"));
     if (pool != nullptr && pool->empty()) return kAllocate.invalid("the pool is empty (moved from or destroyed)");
-    const DriverTable* table = usable_driver();
-    if (table == nullptr || (pool != nullptr ? table->cuMemAllocFromPoolAsync_v11020 == nullptr
-                                             : table->cuMemAllocAsync_v11020 == nullptr)) {
-        if (pool != nullptr) return entry_unavailable(table, &DriverTable::cuMemAllocFromPoolAsync_v11020);
-        return entry_unavailable(table, &DriverTable::cuMemAllocAsync_v11020);
-    }
+    if (pool != nullptr)
+        CUDYN_TRY(require_entry(&DriverTable::cuMemAllocFromPoolAsync_v11020));
+    else
+        CUDYN_TRY(require_entry(&DriverTable::cuMemAllocAsync_v11020));
+    const DriverTable& table = *usable_driver();  // the entry is there (above)
     Held& held = into.held_.get();
     // A created cudyn Stream keeps its context alive, and the stream must
     // still exist when the memory is freed on it (as for any stream-ordered
@@ -75,11 +78,11 @@ Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_
     // and the caller's put back.
     CUdeviceptr address = 0;
     if (!stream.is_default()) {
-        if (const CUresult result = allocate_on(*table, &address, bytes, pool, stream.handle()); result != CUDA_SUCCESS)
+        if (const CUresult result = allocate_on(table, &address, bytes, pool, stream.handle()); result != CUDA_SUCCESS)
             return allocation_failed(result, pool);
     } else {
         CUDYN_TRY(in_context(stream.context_handle(), [&]() -> Result<void> {
-            const CUresult result = allocate_on(*table, &address, bytes, pool, stream.handle());
+            const CUresult result = allocate_on(table, &address, bytes, pool, stream.handle());
             return result == CUDA_SUCCESS ? ok() : allocation_failed(result, pool);
         }));
     }
@@ -121,10 +124,8 @@ Result<void> StreamOrderedMemory::Held::release() {
         return release_in_context(
             stream_context != nullptr ? stream_context : context,
             [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); }, forget);
-    const DriverTable* table = usable_driver();
-    if (table == nullptr || table->cuMemFreeAsync_v11020 == nullptr)
-        return entry_unavailable(table, &DriverTable::cuMemFreeAsync_v11020);
-    if (const CUresult result = table->cuMemFreeAsync_v11020(address, stream); result != CUDA_SUCCESS)
+    CUDYN_TRY(require_entry(&DriverTable::cuMemFreeAsync_v11020));  // then the table itself, as allocate_on
+    if (const CUresult result = usable_driver()->cuMemFreeAsync_v11020(address, stream); result != CUDA_SUCCESS)
         return call_failed(result, &DriverTable::cuMemFreeAsync_v11020);
     forget();
     return ok();
