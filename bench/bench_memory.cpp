@@ -736,9 +736,14 @@ const CaseRegistrar span_sync_htod_case({"memory/sync-copy-htod-4KiB",
 // 6. Stream-ordered allocation from a pool
 // =============================================================================
 
+// Slices a side per round for the stream-ordered pairs (compare_loops): the
+// driver's pair switches between two speeds every few milliseconds.
+constexpr int kPoolSlices = 5;
+
 // `iterations` allocate+free pairs of `bytes` on the fixture's stream from
-// one pool that keeps its memory (release threshold UINT64_MAX), then one
-// stream synchronize, per sample: cudyn's StreamOrderedBuffer (freed by its
+// one pool that keeps its memory (release threshold UINT64_MAX) per round,
+// in kPoolSlices slices each followed by a stream synchronize, the sides
+// taking turns slice by slice: cudyn's StreamOrderedBuffer (freed by its
 // destructor) against raw cuMemAllocFromPoolAsync + cuMemFreeAsync on the
 // same pool and stream. The raw cuMemAlloc_v2 + cuMemFree_v2 pair is timed in
 // the same run for the speed-up pools give.
@@ -759,36 +764,29 @@ CaseResult pool_alloc_free(const Settings& settings, std::size_t bytes, std::uin
             return failed(kept.error().describe());
         pool.emplace(std::move(*made));
     }
-    const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
     const DriverTable& cu = driver();
     const CUstream stream = f->stream.handle();
     const CUmemoryPool handle = pool->handle();
-    const auto per_op_ns = [iterations](Clock::time_point start) {
-        return elapsed_ns(start, Clock::now()) / static_cast<double>(iterations);
-    };
-    const Sample raw = [&]() -> Result<double> {
-        const auto start = Clock::now();
-        for (std::uint64_t i = 0; i < iterations; ++i) {
+    const auto raw = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
             CUdeviceptr pointer = 0;
-            CUDYN_TRY(raw_result(cu.cuMemAllocFromPoolAsync_v11020(&pointer, bytes, handle, stream),
-                                 "cuMemAllocFromPoolAsync"));
+            wrong += cu.cuMemAllocFromPoolAsync_v11020(&pointer, bytes, handle, stream) != CUDA_SUCCESS;
             keep(pointer);
-            CUDYN_TRY(raw_result(cu.cuMemFreeAsync_v11020(pointer, stream), "cuMemFreeAsync"));
+            wrong += cu.cuMemFreeAsync_v11020(pointer, stream) != CUDA_SUCCESS;
         }
-        CUDYN_TRY(raw_result(cu.cuStreamSynchronize_v2000(stream), "cuStreamSynchronize"));
-        return per_op_ns(start);
+        return wrong + (cu.cuStreamSynchronize_v2000(stream) != CUDA_SUCCESS);
     };
-    const Sample wrapped = [&]() -> Result<double> {
-        const auto start = Clock::now();
-        for (std::uint64_t i = 0; i < iterations; ++i) {
+    const auto wrapped = [&](std::uint64_t n) {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < n; ++i) {
             auto buffer = StreamOrderedBuffer<std::byte>::allocate(*pool, bytes, f->stream);
-            if (!buffer) return buffer.error();
-            keep(buffer->device_address());
+            wrong += !buffer.has_value();
+            if (buffer) keep(buffer->device_address());
         }  // the destructor frees in stream order, as programs use it
-        CUDYN_TRY(f->stream.synchronize());
-        return per_op_ns(start);
+        return wrong + !f->stream.synchronize().has_value();
     };
-    CaseResult result = compare_samples(settings.value_or_repetitions(11), raw, wrapped);
+    CaseResult result = compare_loops(settings, default_iterations, raw, wrapped, kPoolSlices, 11);
     if (result.status != Status::Ok) return result;
     // The allocation pools replace, a few hundred pairs (it costs ~100 us each).
     std::vector<double> plain;
@@ -804,7 +802,6 @@ CaseResult pool_alloc_free(const Settings& settings, std::size_t bytes, std::uin
     }
     result.operation = "alloc+free " + std::to_string(bytes / kMiB) + " MiB in stream order from a pool";
     result.unit = "ns/op";
-    result.iterations = iterations;
     result.extra.push_back({"cuMemAlloc_cuMemFree_ns", median(plain)});
     result.notes.push_back("raw cuMemAlloc_v2 + cuMemFree_v2 of the same size: " + format("%.0f", median(plain)) +
                            " ns/op, " + format("%.1f", median(plain) / result.cudyn) + "x the time of cudyn's pool path");
@@ -818,9 +815,9 @@ const CaseRegistrar pool_alloc_1m({"pool/alloc-free-1MiB",
                                    true, [](const Settings& s) { return pool_alloc_free(s, kMiB, 10000); }});
 const CaseRegistrar pool_alloc_64m({"pool/alloc-free-64MiB",
                                     "StreamOrderedBuffer<std::byte> of 64 MiB from a pool vs raw "
-                                    "cuMemAllocFromPoolAsync + cuMemFreeAsync (1,000 per sample), and vs "
+                                    "cuMemAllocFromPoolAsync + cuMemFreeAsync (5,000 per sample), and vs "
                                     "cuMemAlloc_v2 + cuMemFree_v2",
-                                    true, [](const Settings& s) { return pool_alloc_free(s, 64 * kMiB, 1000); }});
+                                    true, [](const Settings& s) { return pool_alloc_free(s, 64 * kMiB, 5000); }});
 
 
 // =============================================================================
@@ -837,7 +834,6 @@ CaseResult ledger_overhead(const Settings& settings, bool stream_ordered, std::u
         return skipped("the driver has no stream-ordered allocation (11.2+)");
     if (stream_ordered && !f->caps.memory_pools) return skipped("device 0 reports no MEMORY_POOLS_SUPPORTED");
     const std::size_t bytes = kMiB;
-    const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
     const DriverTable& cu = driver();
     const CUstream stream = f->stream.handle();
     const MemoryKind kind = stream_ordered ? MemoryKind::StreamOrdered : MemoryKind::Device;
@@ -854,20 +850,20 @@ CaseResult ledger_overhead(const Settings& settings, bool stream_ordered, std::u
         if (stream_ordered) return raw_result(cu.cuMemFreeAsync_v11020(pointer, stream), "cuMemFreeAsync");
         return raw_result(cu.cuMemFree_v3020(pointer), "cuMemFree_v2");
     };
-    const auto side = [&](bool counted) -> Sample {
-        return [&, counted]() -> Result<double> {
-            const auto start = Clock::now();
-            for (std::uint64_t i = 0; i < iterations; ++i) CUDYN_TRY(pair(counted));
-            CUDYN_TRY(raw_result(cu.cuStreamSynchronize_v2000(stream), "cuStreamSynchronize"));
-            return elapsed_ns(start, Clock::now()) / static_cast<double>(iterations);
+    const auto side = [&](bool counted) {
+        return [&, counted](std::uint64_t n) {
+            std::uint64_t wrong = 0;
+            for (std::uint64_t i = 0; i < n; ++i) wrong += !pair(counted).has_value();
+            return wrong + (cu.cuStreamSynchronize_v2000(stream) != CUDA_SUCCESS);
         };
     };
-    CaseResult result = compare_samples(settings.value_or_repetitions(11), side(false), side(true));
+    // The stream-ordered pair switches speeds as the pool case does: slices.
+    CaseResult result =
+        compare_loops(settings, default_iterations, side(false), side(true), stream_ordered ? kPoolSlices : 1, 11);
     if (result.status != Status::Ok) return result;
     result.operation = std::string(stream_ordered ? "cuMemAllocAsync+cuMemFreeAsync" : "cuMemAlloc+cuMemFree") +
                        " 1 MiB, + one ledger entry";
     result.unit = "ns/op";
-    result.iterations = iterations;
     result.notes.push_back(ledger::enabled() ? "ledger on" : "ledger off (CUDYN_LEDGER=0 or built with -Dledger=false)");
     add_target_note(result, "allocation + ledger entry vs allocation", 1.02, false);
     return result;

@@ -144,30 +144,48 @@ inline void clobber_memory() { __asm__ __volatile__("" : : : "memory"); }
 // loop returns how many of its calls gave a wrong answer (checking the answers
 // also keeps the compiler from dropping the calls); any is a failure. The
 // caller fills in operation and unit.
+//
+// With `slices` > 1 each round's operations are split into that many slices
+// a side, the sides taking turns slice by slice (the first alternating), and
+// a round's figure is its side's slices summed. For operations whose driver
+// switches between speeds every few milliseconds (the stream-ordered pool
+// pair): whole rounds a side apart fall into different speeds often enough
+// to move the ratio by more than cudyn's own work, slices a millisecond
+// apart see the same ones.
 template <typename RawLoop, typename CudynLoop>
 CaseResult compare_loops(const Settings& settings, std::uint64_t default_iterations, RawLoop raw_loop,
-                         CudynLoop cudyn_loop) {
+                         CudynLoop cudyn_loop, int slices = 1, int default_repetitions = 7) {
     const std::uint64_t iterations = settings.value_or_iterations(default_iterations);
-    const int repetitions = settings.value_or_repetitions(7);
+    const int repetitions = settings.value_or_repetitions(default_repetitions);
+    const std::uint64_t slice_count = static_cast<std::uint64_t>(std::max(slices, 1));
+    const std::uint64_t per_slice = std::max<std::uint64_t>(iterations / slice_count, 1);
 
-    const auto timed = [iterations](auto& loop, std::uint64_t& wrong) {
+    // Nanoseconds of one slice of `loop`.
+    const auto timed = [per_slice](auto& loop, std::uint64_t& wrong) {
         const auto start = Clock::now();
-        wrong += loop(iterations);
+        wrong += loop(per_slice);
         const auto end = Clock::now();
-        return elapsed_ns(start, end) / static_cast<double>(iterations);
+        return elapsed_ns(start, end);
     };
 
     std::uint64_t raw_wrong = raw_loop(std::min<std::uint64_t>(iterations, 100000));
     std::uint64_t cudyn_wrong = cudyn_loop(std::min<std::uint64_t>(iterations, 100000));
     CaseResult result;
     for (int repetition = 0; repetition < repetitions; ++repetition) {
-        if (repetition % 2 == 0) {
-            result.raw_samples.push_back(timed(raw_loop, raw_wrong));
-            result.cudyn_samples.push_back(timed(cudyn_loop, cudyn_wrong));
-        } else {
-            result.cudyn_samples.push_back(timed(cudyn_loop, cudyn_wrong));
-            result.raw_samples.push_back(timed(raw_loop, raw_wrong));
+        double raw_ns = 0;
+        double cudyn_ns = 0;
+        for (std::uint64_t slice = 0; slice < slice_count; ++slice) {
+            if ((static_cast<std::uint64_t>(repetition) + slice) % 2 == 0) {
+                raw_ns += timed(raw_loop, raw_wrong);
+                cudyn_ns += timed(cudyn_loop, cudyn_wrong);
+            } else {
+                cudyn_ns += timed(cudyn_loop, cudyn_wrong);
+                raw_ns += timed(raw_loop, raw_wrong);
+            }
         }
+        const double operations = static_cast<double>(per_slice * slice_count);
+        result.raw_samples.push_back(raw_ns / operations);
+        result.cudyn_samples.push_back(cudyn_ns / operations);
     }
     if (raw_wrong != 0 || cudyn_wrong != 0)
         return failed("wrong answers: raw " + std::to_string(raw_wrong) + ", cudyn " + std::to_string(cudyn_wrong));
@@ -177,7 +195,7 @@ CaseResult compare_loops(const Settings& settings, std::uint64_t default_iterati
         differences.push_back(result.cudyn_samples[i] - result.raw_samples[i]);
     result.raw = median(result.raw_samples);
     result.cudyn = median(result.cudyn_samples);
-    result.iterations = iterations;
+    result.iterations = per_slice * slice_count;
     result.samples = repetitions;
     result.statistic = "median";
     result.extra = {
