@@ -396,25 +396,48 @@ LedgerLabel::~LedgerLabel() { current_label = previous_; }
 
 namespace detail {
 
-// The common case (counted, not tracked) takes no call: anything else goes
-// out of line, so this path saves no registers for it.
-LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
-    LedgerTicket ticket;
-    unsigned char state = ledger_state.value.load(std::memory_order_acquire);
-    if (state != Ready) {
-        state = settle(state);
-        if (state == Off) return ticket;
-    }
-    const std::size_t row = static_cast<std::size_t>(kind) * device_slots + device_slot(device);
+namespace {
+
+// Counts `bytes` into `row`: the live bytes and the peak (process-wide
+// atomics: the peak must be the highest total, whichever threads made it)
+// and the opens (this thread's shard). The row, plus one, for the ticket.
+inline std::uint32_t count_in(std::size_t row, std::size_t bytes) noexcept {
     Counters& counters = rows[row];
     const std::uint64_t live = counters.live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     std::uint64_t peak = counters.peak_bytes.load(std::memory_order_relaxed);
     while (live > peak && !counters.peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
     }
     count<false>(row);
-    ticket.row_ = static_cast<std::uint32_t>(row + 1);
-    ticket.bytes_ = bytes;
-    if (state != Ready) ticket.record_ = record(kind, device, bytes, address);  // Ready | Tracking
+    return static_cast<std::uint32_t>(row + 1);
+}
+
+std::size_t row_of(MemoryKind kind, int device) noexcept {
+    return static_cast<std::size_t>(kind) * device_slots + device_slot(device);
+}
+
+}  // namespace
+
+// The common case (counted, not tracked) is a leaf: the first allocations
+// (reading the environment) and tracking go to open_unsettled, out of line,
+// so the hot path saves no registers for them.
+void LedgerTicket::open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
+    if (ledger_state.value.load(std::memory_order_acquire) != Ready) return open_unsettled(kind, device, bytes, address);
+    row_ = count_in(row_of(kind, device), bytes);
+    bytes_ = bytes;
+}
+
+CUDYN_DETAIL_COLD void LedgerTicket::open_unsettled(MemoryKind kind, int device, std::size_t bytes,
+                                                    std::uintptr_t address) noexcept {
+    const unsigned char state = settle(ledger_state.value.load(std::memory_order_acquire));
+    if (state == Off) return;
+    row_ = count_in(row_of(kind, device), bytes);
+    bytes_ = bytes;
+    if (state != Ready) record_ = record(kind, device, bytes, address);  // Ready | Tracking
+}
+
+LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
+    LedgerTicket ticket;
+    ticket.open(kind, device, bytes, address);
     return ticket;
 }
 

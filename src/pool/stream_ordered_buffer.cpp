@@ -46,8 +46,46 @@ CUDYN_DETAIL_COLD Result<void> allocation_failed(CUresult result, const MemoryPo
 
 }  // namespace
 
+// What a successful allocation records: the memory, its stream and
+// context, and its ledger entry.
+void StreamOrderedMemory::record(Held& held, CUdeviceptr address, std::size_t bytes, const MemoryPool* pool,
+                                 StreamRef stream, const OwnerContext& context) noexcept {
+    held.address = address;
+    held.bytes = bytes;
+    held.stream = stream.handle();
+    held.context = context.handle();
+    held.stream_context = held.context;
+    // Known from the pool, so its copies take the route the driver accepts
+    // without a refused try first (the current pool is always the device's).
+    held.host_located = pool != nullptr && pool->location().kind() != LocationKind::Device;
+    held.ledger.open(MemoryKind::StreamOrdered, context.empty() ? -1 : static_cast<int>(context.device()), bytes,
+                     static_cast<std::uintptr_t>(address));
+}
+
+// The hottest case is tried first, with nothing to save for the others: a
+// live pool, a created cudyn Stream, the entry there and a count that
+// fits. Whatever else, and every refusal, goes through allocate_checked, which
+// makes the same checks in the order that decides the error.
 Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
                                           const MemoryPool* pool, StreamRef stream) {
+    const DriverTable* table = usable_table.load(std::memory_order_acquire);
+    std::size_t bytes = 0;
+    if (pool == nullptr || pool->empty() || stream.context() == nullptr || stream.is_default() || table == nullptr ||
+        table->cuMemAllocFromPoolAsync_v11020 == nullptr || count == 0 ||
+        multiply_overflows(count, element_size, &bytes))
+        return allocate_checked(into, count, element_size, pool, stream);
+    // No context query or switch: see allocate_checked.
+    CUdeviceptr address = 0;
+    if (const CUresult result = table->cuMemAllocFromPoolAsync_v11020(&address, bytes, pool->handle(), stream.handle());
+        result != CUDA_SUCCESS)
+        return allocation_failed(result, pool);
+    record(into.held_.get(), address, bytes, pool, stream, *stream.context());
+    return ok();
+}
+
+CUDYN_DETAIL_COLD Result<void> StreamOrderedMemory::allocate_checked(StreamOrderedMemory& into, std::size_t count,
+                                                                     std::size_t element_size, const MemoryPool* pool,
+                                                                     StreamRef stream) {
     CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate: count"));
     if (pool != nullptr && pool->empty()) return kAllocate.invalid("the pool is empty (moved from or destroyed)");
     if (pool != nullptr)
@@ -86,16 +124,7 @@ Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_
             return result == CUDA_SUCCESS ? ok() : allocation_failed(result, pool);
         }));
     }
-    held.address = address;
-    held.bytes = bytes;
-    held.stream = stream.handle();
-    held.context = context->handle();
-    held.stream_context = held.context;
-    // Known from the pool, so its copies take the route the driver accepts
-    // without a refused try first (the current pool is always the device's).
-    held.host_located = pool != nullptr && pool->location().kind() != LocationKind::Device;
-    held.ledger = ledger_open(MemoryKind::StreamOrdered, context->empty() ? -1 : static_cast<int>(context->device()),
-                              bytes, static_cast<std::uintptr_t>(address));
+    record(held, address, bytes, pool, stream, *context);
     return ok();
 }
 
@@ -106,29 +135,34 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     return memory;
 }
 
+void StreamOrderedMemory::Held::forget() noexcept {
+    address = 0;
+    bytes = 0;
+    stream = nullptr;
+    context = stream_context = nullptr;
+    host_located = false;
+    ledger.close();
+    retained = OwnerContext();  // the retain, if any, goes after the free
+}
+
+// A created stream needs no context current (as for the allocation): the
+// table is called directly, as allocate does.
 Result<void> StreamOrderedMemory::Held::release() {
-    const auto forget = [this] {  // empty, as Held{} is, without a temporary record
-        address = 0;
-        bytes = 0;
-        stream = nullptr;
-        context = stream_context = nullptr;
-        host_located = false;
-        ledger.close();
-        retained = OwnerContext();  // the retain, if any, goes after the free
-    };
-    // A created stream needs no context current (as for the allocation); a
-    // default stream means "the current context's", which must then be this
-    // memory's (stream_context is the allocation's for a default stream),
-    // made current and the caller's put back.
-    if (StreamRef(stream).is_default())
-        return release_in_context(
-            stream_context != nullptr ? stream_context : context,
-            [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); }, forget);
-    CUDYN_TRY(require_entry(&DriverTable::cuMemFreeAsync_v11020));  // then the table itself, as allocate_on
+    if (StreamRef(stream).is_default()) return release_on_default();
+    CUDYN_TRY(require_entry(&DriverTable::cuMemFreeAsync_v11020));
     if (const CUresult result = usable_driver()->cuMemFreeAsync_v11020(address, stream); result != CUDA_SUCCESS)
         return call_failed(result, &DriverTable::cuMemFreeAsync_v11020);
     forget();
     return ok();
+}
+
+// A default stream means "the current context's", which must then be this
+// memory's (stream_context is the allocation's for a default stream): made
+// current for the free and the caller's put back.
+CUDYN_DETAIL_COLD Result<void> StreamOrderedMemory::Held::release_on_default() {
+    return release_in_context(
+        stream_context != nullptr ? stream_context : context,
+        [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); }, [this] { forget(); });
 }
 
 Result<void> StreamOrderedMemory::require(const char* operation) const {

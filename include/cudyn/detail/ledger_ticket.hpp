@@ -39,13 +39,16 @@ public:
     ~LedgerTicket() { close(); }
 
     bool counted() const noexcept { return row_ != 0; }
+    // ledger_open into this ticket, which must be empty: the hot paths count
+    // into their record in place, without a ticket made, moved and destroyed.
+    void open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept;
     // Counts out now (nothing when already out).
     void close() noexcept {
         if (row_ != 0) close_counted();
     }
 
 private:
-    friend LedgerTicket ledger_open(MemoryKind, int, std::size_t, std::uintptr_t) noexcept;
+    void open_unsettled(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept;
     void close_counted() noexcept;
 
     std::uint32_t row_ = 0;       // 0: not counted; else 1 + the ledger row

@@ -82,7 +82,15 @@ private:
 
         bool empty() const noexcept { return address == 0; }
         Result<void> release();  // cuMemFreeAsync on stream; the retain goes after the free
+        Result<void> release_on_default();  // the same on a default stream: in the memory's context
+        void forget() noexcept;             // empty, as Held{} is, without a temporary record
     };
+    // allocate's checks in the order that decides the error, and every case
+    // but the hottest (a live pool on a created Stream).
+    static Result<void> allocate_checked(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
+                                         const MemoryPool* pool, StreamRef stream);
+    static void record(Held& held, CUdeviceptr address, std::size_t bytes, const MemoryPool* pool, StreamRef stream,
+                       const OwnerContext& context) noexcept;
     UniqueHandle<Held> held_;
 };
 
