@@ -181,16 +181,22 @@ CUDYN_DETAIL_COLD Shard* claim_shard() noexcept {
 // The order is a constant: given at run time, a compiler may store seq_cst
 // (a locked exchange).
 template <bool Close>
+constexpr std::memory_order count_order = Close ? std::memory_order_release : std::memory_order_relaxed;
+
+// One more open or close in the calling thread's own shard: a plain load and
+// store, no locked instruction.
+template <bool Close>
+void count_own(Shard& own, std::size_t row) noexcept {
+    std::atomic<std::uint64_t>& counter = Close ? own.rows[row].closes : own.rows[row].opens;
+    counter.store(counter.load(std::memory_order_relaxed) + 1, count_order<Close>);
+}
+
+template <bool Close>
 void count(std::size_t row) noexcept {
     Shard* const own = this_thread_shard != nullptr ? this_thread_shard : claim_shard();
-    ShardRow& counts = (own != nullptr ? *own : shared_shard).rows[row];
-    std::atomic<std::uint64_t>& counter = Close ? counts.closes : counts.opens;
-    constexpr std::memory_order order = Close ? std::memory_order_release : std::memory_order_relaxed;
-    if (own != nullptr) {
-        counter.store(counter.load(std::memory_order_relaxed) + 1, order);
-    } else {
-        counter.fetch_add(1, order);
-    }
+    if (own != nullptr) return count_own<Close>(*own, row);
+    ShardRow& counts = shared_shard.rows[row];
+    (Close ? counts.closes : counts.opens).fetch_add(1, count_order<Close>);
 }
 
 // ---- per-allocation records, while tracking ---------------------------------------------------
@@ -441,7 +447,18 @@ LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::ui
     return ticket;
 }
 
+// As open: a leaf when the thread has its shard and the entry is not
+// tracked, the rest out of line.
 void LedgerTicket::close_counted() noexcept {
+    Shard* const own = this_thread_shard;
+    if (own == nullptr || record_ != 0) return close_untracking();
+    const std::size_t row = row_ - 1;
+    rows[row].live_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+    count_own<true>(*own, row);
+    row_ = 0;
+}
+
+CUDYN_DETAIL_COLD void LedgerTicket::close_untracking() noexcept {
     const std::size_t row = row_ - 1;
     rows[row].live_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
     count<true>(row);

@@ -135,7 +135,7 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     return memory;
 }
 
-void StreamOrderedMemory::Held::forget() noexcept {
+inline void StreamOrderedMemory::Held::forget() noexcept {
     address = 0;
     bytes = 0;
     stream = nullptr;
