@@ -195,6 +195,47 @@ TEST_CASE("Ledger: tracked allocations carry the label in force", "[emulated][cu
     CHECK(text.find("pinned") != std::string::npos);
 }
 
+// The stream-ordered allocation opens its entry in place and, when not
+// tracking, closes it on a path of its own: with tracking on, the entry must
+// still be listed with its label and leave the list with the free, and the
+// counts must come back.
+TEST_CASE("Ledger: a tracked stream-ordered allocation on a created stream is listed and unlisted",
+          "[emulated][cuda11][ledger]") {
+    auto context = activate(0);
+    auto stream = take(cudyn::Stream::create());
+    auto pool = take(cudyn::MemoryPool::create(cudyn::PoolProperties::device(0)));
+    const LedgerEntry before = row(MemoryKind::StreamOrdered, 0);
+    cudyn::ledger::track_allocations(true);
+    const std::size_t listed = cudyn::ledger::live_allocations().size();
+    {
+        const cudyn::LedgerLabel label("activations");
+        auto buffer = take(cudyn::StreamOrderedBuffer<std::uint16_t>::allocate(pool, 3000, stream));
+        const auto alive = cudyn::ledger::live_allocations();
+        REQUIRE(alive.size() == listed + 1);
+        CHECK(alive.back().kind == MemoryKind::StreamOrdered);
+        CHECK(alive.back().device == 0);
+        CHECK(alive.back().bytes == 6000);
+        CHECK(alive.back().address == buffer.device_address());
+        CHECK(alive.back().label == "activations");
+        CHECK(row(MemoryKind::StreamOrdered, 0).live_bytes == before.live_bytes + 6000);
+        require_ok(buffer.free());
+        CHECK(cudyn::ledger::live_allocations().size() == listed);
+    }
+    cudyn::ledger::track_allocations(false);
+    // Untracked again: counted in and out without a record.
+    {
+        auto buffer = take(cudyn::StreamOrderedBuffer<std::uint16_t>::allocate(pool, 10, stream));
+        CHECK(cudyn::ledger::live_allocations().size() == listed);
+        CHECK(row(MemoryKind::StreamOrdered, 0).live_count == before.live_count + 1);
+    }
+    const LedgerEntry after = row(MemoryKind::StreamOrdered, 0);
+    CHECK(after.live_bytes == before.live_bytes);
+    CHECK(after.live_count == before.live_count);
+    CHECK(after.total_allocations == before.total_allocations + 2);
+    CHECK(after.peak_bytes >= before.live_bytes + 6000);
+    require_ok(stream.synchronize());
+}
+
 TEST_CASE("Ledger: CUDYN_LEDGER=0 counts nothing", "[emulated][ledger-off]") {
     auto context = activate(0);
     CHECK_FALSE(cudyn::ledger::enabled());
