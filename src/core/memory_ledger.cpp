@@ -427,7 +427,8 @@ std::size_t row_of(MemoryKind kind, int device) noexcept {
 // (reading the environment) and tracking go to open_unsettled, out of line,
 // so the hot path saves no registers for them.
 void LedgerTicket::open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
-    if (ledger_state.value.load(std::memory_order_acquire) != Ready) return open_unsettled(kind, device, bytes, address);
+    if (ledger_state.value.load(std::memory_order_acquire) != Ready)
+        return open_unsettled(kind, device, bytes, address);
     row_ = count_in(row_of(kind, device), bytes);
     bytes_ = bytes;
 }

@@ -64,8 +64,9 @@ void StreamOrderedMemory::record(Held& held, CUdeviceptr address, std::size_t by
 
 // The hottest case is tried first, with nothing to save for the others: a
 // live pool, a created cudyn Stream, the entry there and a count that
-// fits. Whatever else, and every refusal, goes through allocate_checked, which
-// makes the same checks in the order that decides the error.
+// fits. Whatever else (the current pool, a default stream, every refusal)
+// goes through allocate_checked, which makes the same checks in the order
+// that decides the error.
 Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
                                           const MemoryPool* pool, StreamRef stream) {
     const DriverTable* table = usable_table.load(std::memory_order_acquire);
@@ -83,9 +84,9 @@ Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_
     return ok();
 }
 
-CUDYN_DETAIL_COLD Result<void> StreamOrderedMemory::allocate_checked(StreamOrderedMemory& into, std::size_t count,
-                                                                     std::size_t element_size, const MemoryPool* pool,
-                                                                     StreamRef stream) {
+CUDYN_DETAIL_OUT_OF_LINE Result<void> StreamOrderedMemory::allocate_checked(StreamOrderedMemory& into,
+                                                                            std::size_t count, std::size_t element_size,
+                                                                            const MemoryPool* pool, StreamRef stream) {
     CUDYN_TRY_ASSIGN(const std::size_t bytes, checked_bytes(count, element_size, "StreamOrderedBuffer::allocate: count"));
     if (pool != nullptr && pool->empty()) return kAllocate.invalid("the pool is empty (moved from or destroyed)");
     if (pool != nullptr)
@@ -159,7 +160,7 @@ Result<void> StreamOrderedMemory::Held::release() {
 // A default stream means "the current context's", which must then be this
 // memory's (stream_context is the allocation's for a default stream): made
 // current for the free and the caller's put back.
-CUDYN_DETAIL_COLD Result<void> StreamOrderedMemory::Held::release_on_default() {
+CUDYN_DETAIL_OUT_OF_LINE Result<void> StreamOrderedMemory::Held::release_on_default() {
     return release_in_context(
         stream_context != nullptr ? stream_context : context,
         [this] { return call_driver(&DriverTable::cuMemFreeAsync_v11020, address, stream); }, [this] { forget(); });

@@ -42,6 +42,17 @@ Error failed_call_error(CUresult result, const DriverEntryInfo& entry);
 #define CUDYN_DETAIL_COLD
 #endif
 
+// Marks a path kept out of a hotter one's function (so that the hot one saves
+// no registers and builds no frame for it) that is not rare itself: unlike
+// CUDYN_DETAIL_COLD it is still compiled for speed.
+#if defined(__GNUC__) || defined(__clang__)
+#define CUDYN_DETAIL_OUT_OF_LINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define CUDYN_DETAIL_OUT_OF_LINE __declspec(noinline)
+#else
+#define CUDYN_DETAIL_OUT_OF_LINE
+#endif
+
 // call_driver's failures, built out of line (cold): what the compiler inlines
 // at every call site is then only the table load, the null check, the call
 // and the result test, with no Error (strings) to construct or move.
