@@ -4,6 +4,7 @@
 // run. Kernels are the PTX ones of tests/support/ptx_kernels.hpp; samples
 // alternate which side runs first, the first pair a warm-up.
 #include "harness.hpp"
+#include "pool_pairs.hpp"
 
 #include "../tests/support/ptx_kernels.hpp"
 
@@ -736,17 +737,10 @@ const CaseRegistrar span_sync_htod_case({"memory/sync-copy-htod-4KiB",
 // 6. Stream-ordered allocation from a pool
 // =============================================================================
 
-// Slices a side per round for the stream-ordered pairs (compare_loops): the
-// driver's pair switches between two speeds every few milliseconds.
-constexpr int kPoolSlices = 5;
-
-// `iterations` allocate+free pairs of `bytes` on the fixture's stream from
-// one pool that keeps its memory (release threshold UINT64_MAX) per round,
-// in kPoolSlices slices each followed by a stream synchronize, the sides
-// taking turns slice by slice: cudyn's StreamOrderedBuffer (freed by its
-// destructor) against raw cuMemAllocFromPoolAsync + cuMemFreeAsync on the
-// same pool and stream. The raw cuMemAlloc_v2 + cuMemFree_v2 pair is timed in
-// the same run for the speed-up pools give.
+// `iterations` allocate+free pairs of `bytes` per round on the fixture's
+// stream from one pool that keeps its memory (release threshold UINT64_MAX),
+// timed by compare_pool_pairs. The raw cuMemAlloc_v2 + cuMemFree_v2 pair is
+// timed in the same run for the speed-up pools give.
 CaseResult pool_alloc_free(const Settings& settings, std::size_t bytes, std::uint64_t default_iterations) {
     std::string error;
     const MemoryFixture* f = fixture(error);
@@ -764,31 +758,10 @@ CaseResult pool_alloc_free(const Settings& settings, std::size_t bytes, std::uin
             return failed(kept.error().describe());
         pool.emplace(std::move(*made));
     }
-    const DriverTable& cu = driver();
-    const CUstream stream = f->stream.handle();
-    const CUmemoryPool handle = pool->handle();
-    const auto raw = [&](std::uint64_t n) {
-        std::uint64_t wrong = 0;
-        for (std::uint64_t i = 0; i < n; ++i) {
-            CUdeviceptr pointer = 0;
-            wrong += cu.cuMemAllocFromPoolAsync_v11020(&pointer, bytes, handle, stream) != CUDA_SUCCESS;
-            keep(pointer);
-            wrong += cu.cuMemFreeAsync_v11020(pointer, stream) != CUDA_SUCCESS;
-        }
-        return wrong + (cu.cuStreamSynchronize_v2000(stream) != CUDA_SUCCESS);
-    };
-    const auto wrapped = [&](std::uint64_t n) {
-        std::uint64_t wrong = 0;
-        for (std::uint64_t i = 0; i < n; ++i) {
-            auto buffer = StreamOrderedBuffer<std::byte>::allocate(*pool, bytes, f->stream);
-            wrong += !buffer.has_value();
-            if (buffer) keep(buffer->device_address());
-        }  // the destructor frees in stream order, as programs use it
-        return wrong + !f->stream.synchronize().has_value();
-    };
-    CaseResult result = compare_loops(settings, default_iterations, raw, wrapped, kPoolSlices, 11);
+    CaseResult result = compare_pool_pairs(settings, default_iterations, *pool, f->stream, bytes);
     if (result.status != Status::Ok) return result;
     // The allocation pools replace, a few hundred pairs (it costs ~100 us each).
+    const DriverTable& cu = driver();
     std::vector<double> plain;
     for (int sample = 0; sample < 5; ++sample) {
         const auto start = Clock::now();
@@ -857,9 +830,9 @@ CaseResult ledger_overhead(const Settings& settings, bool stream_ordered, std::u
             return wrong + (cu.cuStreamSynchronize_v2000(stream) != CUDA_SUCCESS);
         };
     };
-    // The stream-ordered pair switches speeds as the pool case does: slices.
-    CaseResult result =
-        compare_loops(settings, default_iterations, side(false), side(true), stream_ordered ? kPoolSlices : 1, 11);
+    // The stream-ordered pair changes speed as the pool case's does: slices.
+    CaseResult result = compare_loops(settings, default_iterations, side(false), side(true),
+                                      stream_ordered ? kPoolSlices : 1, kPoolRounds);
     if (result.status != Status::Ok) return result;
     result.operation = std::string(stream_ordered ? "cuMemAllocAsync+cuMemFreeAsync" : "cuMemAlloc+cuMemFree") +
                        " 1 MiB, + one ledger entry";

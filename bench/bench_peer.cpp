@@ -4,6 +4,7 @@
 // same bytes on the same stream of device 0 with peer access enabled both ways.
 #include "harness.hpp"
 #include "peer_fixture.hpp"
+#include "pool_pairs.hpp"
 
 #include "cudyn/device/peer_access.hpp"
 #include "cudyn/device/stream.hpp"
@@ -180,10 +181,9 @@ CaseResult plan_vs_batch(const Settings& settings) {
 // Stream-ordered allocation from a pool device 1 may access
 // =============================================================================
 
-// `iterations` allocate+free pairs of 1 MiB per sample on one stream of
+// `iterations` allocate+free pairs of 1 MiB per round on one stream of
 // device 0, from a pool of device 0 that keeps its memory and grants device 1
-// read-write access: cudyn's StreamOrderedBuffer (freed by its destructor)
-// against raw cuMemAllocFromPoolAsync + cuMemFreeAsync on the same pool.
+// read-write access, timed by compare_pool_pairs.
 CaseResult pool_alloc_with_peer_access(const Settings& settings) {
     std::string error;
     PeerFixture* f = peer_fixture(error);
@@ -206,31 +206,7 @@ CaseResult pool_alloc_with_peer_access(const Settings& settings) {
     }
     if (!made->has_value()) return failed(made->error().describe());
     PoolFixture& p = made->value();
-    constexpr std::size_t kBytes = std::size_t{1} << 20;
-    const CUmemoryPool pool = p.pool.handle();
-    const CUstream stream = p.stream.handle();
-    const auto raw = [pool, stream](std::uint64_t n) {
-        const DriverTable& cu = driver();
-        std::uint64_t wrong = 0;
-        for (std::uint64_t i = 0; i < n; ++i) {
-            CUdeviceptr pointer = 0;
-            wrong += cu.cuMemAllocFromPoolAsync_v11020(&pointer, kBytes, pool, stream) != CUDA_SUCCESS;
-            keep(pointer);
-            wrong += cu.cuMemFreeAsync_v11020(pointer, stream) != CUDA_SUCCESS;
-        }
-        return wrong + (cu.cuStreamSynchronize_v2000(stream) != CUDA_SUCCESS);
-    };
-    const auto wrapped = [&p](std::uint64_t n) {
-        std::uint64_t wrong = 0;
-        for (std::uint64_t i = 0; i < n; ++i) {
-            auto buffer = StreamOrderedBuffer<std::byte>::allocate(p.pool, kBytes, p.stream);
-            wrong += !buffer.has_value();
-            if (buffer) keep(buffer->device_address());
-        }  // the destructor frees in stream order, as programs use it
-        return wrong + !p.stream.synchronize().has_value();
-    };
-    // In slices, as the single-device pool pair (its driver switches speeds too).
-    CaseResult result = compare_loops(settings, 10000, raw, wrapped, 5, 11);
+    CaseResult result = compare_pool_pairs(settings, 10000, p.pool, p.stream, std::size_t{1} << 20);
     if (result.status != Status::Ok) return result;
     result.operation = "alloc+free 1 MiB in stream order from a device-0 pool with device 1 granted read-write";
     result.unit = "ns/op";

@@ -148,10 +148,10 @@ inline void clobber_memory() { __asm__ __volatile__("" : : : "memory"); }
 // With `slices` > 1 each round's operations are split into that many slices
 // a side, the sides taking turns slice by slice (the first alternating), and
 // a round's figure is its side's slices summed. For operations whose driver
-// switches between speeds every few milliseconds (the stream-ordered pool
-// pair): whole rounds a side apart fall into different speeds often enough
-// to move the ratio by more than cudyn's own work, slices a millisecond
-// apart see the same ones.
+// changes speed within a process (the stream-ordered pool pair): whole
+// rounds a side apart fell into different speeds often enough to move the
+// ratio by more than cudyn's own work; slices that take turns see the same
+// speeds.
 template <typename RawLoop, typename CudynLoop>
 CaseResult compare_loops(const Settings& settings, std::uint64_t default_iterations, RawLoop raw_loop,
                          CudynLoop cudyn_loop, int slices = 1, int default_repetitions = 7) {
