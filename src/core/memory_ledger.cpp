@@ -15,7 +15,15 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
+
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 // -Dledger=false builds the library with CUDYN_LEDGER_BUILT=0: ledger_open
 // then returns an empty ticket without touching anything.
@@ -32,8 +40,20 @@ constexpr std::size_t device_slots = 65;
 constexpr std::size_t row_count = memory_kind_count * device_slots;
 
 // What needs the process-wide value: the peak is the highest live_bytes ever
-// seen, so live_bytes is one atomic add per open and one subtract per close.
-struct Counters {
+// seen, so every open and close updates one live_bytes per row. A locked
+// add per update costs as much as the rest of the entry, yet a row is most
+// often updated by one thread only (the one that allocates and frees a kind
+// on a device). So a row is biased to the first thread's shard that counts
+// in it: that thread updates it with plain loads and stores inside a window
+// it marks in the row (busy). The first update by any other thread revokes
+// the bias for good (revoke_bias): from then on every thread updates the
+// row with locked instructions. Where the process cannot fence every thread
+// at once (fence_every_thread), no row is biased.
+enum RowOwner : std::uintptr_t { Unowned = 0, Revoking = 1, SharedRow = 2 };  // else the owning shard's address
+
+struct alignas(32) Counters {
+    std::atomic<std::uintptr_t> owner{Unowned};
+    std::atomic<std::uint32_t> busy{0};  // 1 while the owner's window is open
     std::atomic<std::uint64_t> live_bytes{0};
     std::atomic<std::uint64_t> peak_bytes{0};
 };
@@ -197,6 +217,143 @@ void count(std::size_t row) noexcept {
     if (own != nullptr) return count_own<Close>(*own, row);
     ShardRow& counts = shared_shard.rows[row];
     (Close ? counts.closes : counts.opens).fetch_add(1, count_order<Close>);
+}
+
+// ---- live bytes and peaks: a row's owner, its window and the revoke ----------------------------
+
+#if defined(__linux__)
+long membarrier(int command) noexcept { return syscall(__NR_membarrier, command, 0, 0); }
+
+// A forked child has only the forking thread: a window another thread had
+// open, and the settling lock it held, would stay closed to the child for
+// ever. Whatever those threads were counting is not the child's to count.
+void after_fork_in_child() noexcept;
+#endif
+
+// Whether fence_every_thread can work here: on Linux, the process registered
+// for membarrier's private expedited command (its registration is the
+// process's, kept across fork, dropped at exec). Asked once, when the first
+// row gets an owner.
+bool biasing_available() noexcept {
+#if defined(__linux__)
+    static const bool available = [] {
+        const long commands = membarrier(MEMBARRIER_CMD_QUERY);
+        if (commands < 0 || (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+        if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0) return false;
+        if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) return false;
+        return pthread_atfork(nullptr, nullptr, after_fork_in_child) == 0;
+    }();
+    return available;
+#else
+    return false;  // Windows counts in the shared shard: no thread owns a shard, none a row
+#endif
+}
+
+// Every running thread of the process passes a full memory fence before this
+// returns: the other side of the owner's window, whose own order is only the
+// compiler's (update_owned).
+void fence_every_thread() noexcept {
+#if defined(__linux__)
+    if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+    // Refused after a successful registration: the slower command that fences
+    // every CPU needs none.
+    (void)membarrier(MEMBARRIER_CMD_GLOBAL);
+#endif
+}
+
+// Owners are given and revoked one row at a time, rarely (once a row per
+// process at most): a spin lock that cannot fail or throw, as a close in a
+// destructor needs.
+std::atomic<bool> settling{false};
+
+#if defined(__linux__)
+void after_fork_in_child() noexcept {
+    for (Counters& row : rows) row.busy.store(0, std::memory_order_relaxed);
+    settling.store(false, std::memory_order_relaxed);
+}
+#endif
+
+// The row's owner adds `bytes` to its live bytes (or takes them away, Close)
+// with plain loads and stores; false, nothing changed, when the row is not
+// (or no longer) `own`'s. The window is busy = 1: a revoking thread marks
+// the row first, then fences every thread, so either it sees this window
+// open and waits for it, or this load of the owner sees the mark. Only the
+// compiler is kept from reordering the two here: the revoke's fence is this
+// side's too. Only the owner's thread may write busy (another's busy = 0
+// could hide the owner's open window), hence the first load.
+template <bool Close>
+inline bool update_owned(Counters& row, std::uintptr_t own, std::uint64_t bytes) noexcept {
+    if (row.owner.load(std::memory_order_relaxed) != own) return false;
+    row.busy.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (row.owner.load(std::memory_order_relaxed) != own) {
+        row.busy.store(0, std::memory_order_relaxed);
+        return false;
+    }
+    const std::uint64_t before = row.live_bytes.load(std::memory_order_relaxed);
+    const std::uint64_t live = Close ? before - bytes : before + bytes;
+    row.live_bytes.store(live, std::memory_order_relaxed);
+    if (!Close && live > row.peak_bytes.load(std::memory_order_relaxed))
+        row.peak_bytes.store(live, std::memory_order_relaxed);
+    row.busy.store(0, std::memory_order_release);  // the revoke reads these stores after it
+    return true;
+}
+
+// A shared row: a locked add (or subtract), and the peak raised with a
+// compare-exchange only when passed.
+template <bool Close>
+inline void update_shared(Counters& row, std::uint64_t bytes) noexcept {
+    if (Close) {
+        row.live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+        return;
+    }
+    const std::uint64_t live = row.live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::uint64_t peak = row.peak_bytes.load(std::memory_order_relaxed);
+    while (live > peak && !row.peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
+}
+
+// An unowned row gets `own` as its owner (or is shared: no shard, or no
+// fence here); a row owned by another shard is revoked: marked, every
+// thread fenced, the owner's open window waited out, and shared from then
+// on (its owner's stores read before any locked add).
+void settle_owner(Counters& row, std::uintptr_t own) noexcept {
+    while (settling.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+    const std::uintptr_t owner = row.owner.load(std::memory_order_relaxed);
+    if (owner == Unowned) {
+        row.owner.store(own != Unowned && biasing_available() ? own : SharedRow, std::memory_order_release);
+    } else if (owner != SharedRow && owner != own) {
+        row.owner.store(Revoking, std::memory_order_relaxed);
+        fence_every_thread();
+        while (row.busy.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+        row.owner.store(SharedRow, std::memory_order_release);
+    }
+    settling.store(false, std::memory_order_release);
+}
+
+// The first update of a row, an update by another thread than its owner's,
+// or one met by a revoke: settled, then updated as the row now says.
+template <bool Close>
+CUDYN_DETAIL_COLD void update_settling(Counters& row, Shard* own, std::uint64_t bytes) noexcept {
+    const auto mine = reinterpret_cast<std::uintptr_t>(own);
+    for (;;) {
+        settle_owner(row, mine);
+        const std::uintptr_t owner = row.owner.load(std::memory_order_acquire);
+        if (owner == SharedRow) return update_shared<Close>(row, bytes);
+        if (update_owned<Close>(row, mine, bytes)) return;  // revoked since: settled again
+    }
+}
+
+// The two common cases inline: the owner's update, and a shared row's.
+template <bool Close>
+inline void update(Counters& row, Shard* own, std::uint64_t bytes) noexcept {
+    const std::uintptr_t owner = row.owner.load(std::memory_order_acquire);
+    if (own != nullptr && owner == reinterpret_cast<std::uintptr_t>(own)) {
+        if (update_owned<Close>(row, owner, bytes)) return;
+    } else if (owner == SharedRow) {
+        return update_shared<Close>(row, bytes);
+    }
+    update_settling<Close>(row, own, bytes);
 }
 
 // ---- per-allocation records, while tracking ---------------------------------------------------
@@ -404,16 +561,17 @@ namespace detail {
 
 namespace {
 
-// Counts `bytes` into `row`: the live bytes and the peak (process-wide
-// atomics: the peak must be the highest total, whichever threads made it)
-// and the opens (this thread's shard). The row, plus one, for the ticket.
+// Counts `bytes` into `row`: the live bytes and the peak (process-wide: the
+// peak must be the highest total, whichever threads made it) and the opens
+// (this thread's shard). The row, plus one, for the ticket.
 inline std::uint32_t count_in(std::size_t row, std::size_t bytes) noexcept {
-    Counters& counters = rows[row];
-    const std::uint64_t live = counters.live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    std::uint64_t peak = counters.peak_bytes.load(std::memory_order_relaxed);
-    while (live > peak && !counters.peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    Shard* const own = this_thread_shard != nullptr ? this_thread_shard : claim_shard();
+    update<false>(rows[row], own, bytes);
+    if (own != nullptr) {
+        count_own<false>(*own, row);
+    } else {
+        shared_shard.rows[row].opens.fetch_add(1, count_order<false>);
     }
-    count<false>(row);
     return static_cast<std::uint32_t>(row + 1);
 }
 
@@ -423,18 +581,24 @@ std::size_t row_of(MemoryKind kind, int device) noexcept {
 
 }  // namespace
 
-// The common case (counted, not tracked) is a leaf: the first allocations
-// (reading the environment) and tracking go to open_unsettled, out of line,
-// so the hot path saves no registers for them.
+// The common case is a leaf: counting, not tracking, on a thread holding its
+// shard and owning the row. Everything else (the first allocations, which
+// read the environment; tracking; a shared row; no shard) goes to
+// open_uncommon, out of line, so the hot path saves no registers for it.
 void LedgerTicket::open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
-    if (ledger_state.value.load(std::memory_order_acquire) != Ready)
-        return open_unsettled(kind, device, bytes, address);
-    row_ = count_in(row_of(kind, device), bytes);
+    Shard* const own = this_thread_shard;
+    const std::size_t row = row_of(kind, device);
+    if (ledger_state.value.load(std::memory_order_acquire) != Ready || own == nullptr ||
+        !update_owned<false>(rows[row], reinterpret_cast<std::uintptr_t>(own), bytes))
+        return open_uncommon(kind, device, bytes, address);
+    count_own<false>(*own, row);
+    row_ = static_cast<std::uint32_t>(row + 1);
     bytes_ = bytes;
 }
 
-CUDYN_DETAIL_COLD void LedgerTicket::open_unsettled(MemoryKind kind, int device, std::size_t bytes,
-                                                    std::uintptr_t address) noexcept {
+// Not cold: a row that several threads count in comes here for every open.
+CUDYN_DETAIL_OUT_OF_LINE void LedgerTicket::open_uncommon(MemoryKind kind, int device, std::size_t bytes,
+                                                          std::uintptr_t address) noexcept {
     const unsigned char state = settle(ledger_state.value.load(std::memory_order_acquire));
     if (state == Off) return;
     row_ = count_in(row_of(kind, device), bytes);
@@ -448,25 +612,34 @@ LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::ui
     return ticket;
 }
 
-// As open: a leaf when the thread has its shard and the entry is not
-// tracked, the rest out of line.
+// As open: a leaf for an untracked entry closed by the row's owner, the
+// rest out of line.
 void LedgerTicket::close_counted() noexcept {
     Shard* const own = this_thread_shard;
-    if (own == nullptr || record_ != 0) return close_untracking();
     const std::size_t row = row_ - 1;
-    rows[row].live_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+    if (own == nullptr || record_ != 0 ||
+        !update_owned<true>(rows[row], reinterpret_cast<std::uintptr_t>(own), bytes_))
+        return close_uncommon();
     count_own<true>(*own, row);
     row_ = 0;
 }
 
-CUDYN_DETAIL_COLD void LedgerTicket::close_untracking() noexcept {
+CUDYN_DETAIL_OUT_OF_LINE void LedgerTicket::close_uncommon() noexcept {
     const std::size_t row = row_ - 1;
-    rows[row].live_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+    update<true>(rows[row], this_thread_shard, bytes_);
     count<true>(row);
     if (record_ != 0) untrack(record_);
     row_ = 0;
     record_ = 0;
 }
+
+LedgerRowBias ledger_row_bias(MemoryKind kind, int device) noexcept {
+    const std::uintptr_t owner = rows[row_of(kind, device)].owner.load(std::memory_order_acquire);
+    if (owner == Unowned) return LedgerRowBias::Unowned;
+    return owner == SharedRow || owner == Revoking ? LedgerRowBias::Shared : LedgerRowBias::Owned;
+}
+
+bool ledger_biasing_available() noexcept { return biasing_available(); }
 
 std::size_t ledger_shard_count() noexcept {
     ShardList& list = shard_list();

@@ -48,9 +48,9 @@ public:
     }
 
 private:
-    void open_unsettled(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept;
+    void open_uncommon(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept;
     void close_counted() noexcept;
-    void close_untracking() noexcept;
+    void close_uncommon() noexcept;
 
     std::uint32_t row_ = 0;       // 0: not counted; else 1 + the ledger row
     std::uint64_t bytes_ = 0;

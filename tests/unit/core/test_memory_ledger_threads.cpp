@@ -171,3 +171,72 @@ TEST_CASE("Ledger threads: snapshots while threads count, tickets passed between
     // The workers' shards plus this thread's, at most: ended threads' are reused.
     CHECK(cudyn::detail::ledger_shard_count() <= static_cast<std::size_t>(threads) + 1);
 }
+
+TEST_CASE("Ledger threads: a row's owner counts without locked adds until a second thread revokes it",
+          "[ledger-threads]") {
+    using cudyn::detail::LedgerRowBias;
+    using cudyn::detail::ledger_row_bias;
+    REQUIRE(cudyn::ledger::enabled());
+    const bool biased = cudyn::detail::ledger_biasing_available();
+    constexpr MemoryKind kind = MemoryKind::AllocationImported;
+    // One row per round, each revoked while its owner counts as fast as it
+    // can: an update lost between the owner's plain load and store and the
+    // revoker's locked add would leave the live bytes off.
+    constexpr int first_device = 16;
+    constexpr int rounds = 24;
+    for (int device = first_device; device < first_device + rounds; ++device) {
+        const LedgerEntry before = row(kind, device);
+        REQUIRE(ledger_row_bias(kind, device) == LedgerRowBias::Unowned);
+        ledger_open(kind, device, 1, 0);  // opened and closed at once: the row is this thread's
+        CHECK(ledger_row_bias(kind, device) == (biased ? LedgerRowBias::Owned : LedgerRowBias::Shared));
+
+        std::atomic<int> owner_pairs{0};
+        std::atomic<bool> stop{false};
+        std::uint64_t other_pairs = 0;
+        Joined other;
+        other.threads.emplace_back([&] {
+            while (owner_pairs.load() < 2000) std::this_thread::yield();
+            for (; other_pairs < 20000; ++other_pairs) {
+                LedgerTicket ticket = ledger_open(kind, device, 3, 0);
+            }
+            stop.store(true);
+        });
+        LedgerTicket held = ledger_open(kind, device, 1000, 0);  // live across the revoke
+        int pairs = 0;
+        while (!stop.load() || pairs < 4000) {
+            LedgerTicket ticket = ledger_open(kind, device, 5 + pairs % 7, 0);
+            owner_pairs.store(++pairs);
+        }
+        other.threads.front().join();
+        CHECK(ledger_row_bias(kind, device) == LedgerRowBias::Shared);
+        const LedgerEntry during = row(kind, device);
+        CHECK(during.live_bytes == before.live_bytes + 1000);
+        CHECK(during.live_count == before.live_count + 1);
+        CHECK(during.total_allocations == before.total_allocations + 2 + pairs + other_pairs);
+        CHECK(during.peak_bytes >= 1000 + 11);
+        CHECK(during.peak_bytes <= 1000 + 11 + 3);
+        held.close();
+        CHECK(row(kind, device).live_bytes == before.live_bytes);
+    }
+}
+
+TEST_CASE("Ledger threads: the owner's peak is the highest total, also after the row is shared",
+          "[ledger-threads]") {
+    REQUIRE(cudyn::ledger::enabled());
+    constexpr MemoryKind kind = MemoryKind::AllocationImported;
+    constexpr int device = 50;
+    std::vector<LedgerTicket> tickets;
+    for (std::size_t i = 1; i <= 10; ++i) tickets.push_back(ledger_open(kind, device, i * 100, 0));
+    tickets.erase(tickets.begin() + 5, tickets.end());  // 100 + ... + 500 live, 5500 at the top
+    CHECK(row(kind, device).peak_bytes == 5500);
+    CHECK(row(kind, device).live_bytes == 1500);
+    std::thread([&] {
+        LedgerTicket big = ledger_open(kind, device, 4500, 0);  // revokes: 6000 live
+    }).join();
+    CHECK(cudyn::detail::ledger_row_bias(kind, device) == cudyn::detail::LedgerRowBias::Shared);
+    CHECK(row(kind, device).peak_bytes == 6000);
+    tickets.clear();
+    CHECK(row(kind, device).live_bytes == 0);
+    cudyn::ledger::reset_peaks();
+    CHECK(row(kind, device).peak_bytes == 0);
+}
