@@ -31,7 +31,7 @@ namespace detail {
 // goes on, and the context it was allocated in. Empty after a move or a free.
 class StreamOrderedMemory {
 public:
-    StreamOrderedMemory() noexcept = default;
+    StreamOrderedMemory() noexcept {}  // user-provided: see Held()
 
     // `count` * `element_size` bytes on `stream`, from `pool` (null: the
     // current pool of the stream's device, cuMemAllocAsync), recorded in
@@ -71,6 +71,14 @@ public:
 
 private:
     struct Held {
+        // User-provided (as are the constructors of the owners around it), so
+        // that a new record (one per allocation, made in the caller's code)
+        // sets its members one by one: value-initialising an object whose
+        // default constructor is not user-provided clears the whole of it
+        // first, which compilers emit as a string instruction that is slow
+        // to start.
+        Held() noexcept {}
+
         OwnerContext retained;    // the retain taken when no Stream keeps the context (declared first: goes last)
         CUdeviceptr address = 0;  // 0: empty
         std::size_t bytes = 0;
@@ -122,7 +130,7 @@ public:
         return allocate_from(&pool, count, stream);
     }
 
-    StreamOrderedBuffer() noexcept = default;  // empty
+    StreamOrderedBuffer() noexcept {}  // empty (user-provided, as detail::StreamOrderedMemory's Held() says why)
 
     std::size_t size() const noexcept { return memory_.bytes() / sizeof(T); }
     std::size_t size_bytes() const noexcept { return memory_.bytes(); }
