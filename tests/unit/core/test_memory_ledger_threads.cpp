@@ -240,3 +240,34 @@ TEST_CASE("Ledger threads: the owner's peak is the highest total, also after the
     cudyn::ledger::reset_peaks();
     CHECK(row(kind, device).peak_bytes == 0);
 }
+
+TEST_CASE("Ledger threads: tracking switched on lists the opens of a row the thread owns",
+          "[ledger-threads]") {
+    using cudyn::detail::LedgerRowBias;
+    using cudyn::detail::ledger_row_bias;
+    REQUIRE(cudyn::ledger::enabled());
+    constexpr MemoryKind kind = MemoryKind::AllocationImported;
+    constexpr int device = 51;
+    LedgerTicket before_tracking = ledger_open(kind, device, 64, 0x1000);
+    CHECK(ledger_row_bias(kind, device) ==
+          (cudyn::detail::ledger_biasing_available() ? LedgerRowBias::Owned : LedgerRowBias::Shared));
+    cudyn::ledger::track_allocations(true);  // the owner's path takes no record: it must not serve these
+    LedgerTicket tracked = ledger_open(kind, device, 128, 0x2000);
+    cudyn::ledger::track_allocations(false);
+    const auto listed = [&](std::uintptr_t address) {
+        for (const cudyn::LiveAllocation& allocation : cudyn::ledger::live_allocations()) {
+            if (allocation.kind == kind && allocation.device == device && allocation.address == address) return true;
+        }
+        return false;
+    };
+    CHECK(listed(0x2000));
+    CHECK_FALSE(listed(0x1000));  // opened before tracking: counted, not listed
+    const LedgerEntry both = row(kind, device);
+    CHECK(both.live_bytes == 192);
+    CHECK(both.live_count == 2);
+    tracked.close();
+    CHECK_FALSE(listed(0x2000));
+    before_tracking.close();
+    CHECK(row(kind, device).live_bytes == 0);
+    CHECK(row(kind, device).total_allocations == 2);
+}
