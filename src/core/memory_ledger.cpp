@@ -1,7 +1,8 @@
-// cudyn — the memory ledger: one fixed table of global atomics for what needs
-// the process-wide value (live bytes and the peak), per-thread shards for the
-// counts, and a locked map of per-allocation records only while tracking is
-// on. No lock on the counting path.
+// cudyn — the memory ledger: one fixed table of rows for what needs the
+// process-wide value (live bytes and the peak; the counts too while one
+// thread owns the row), per-thread shards for the counts of shared rows, and
+// a locked map of per-allocation records only while tracking is on. No lock
+// on the counting path.
 #include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "core/live_records.hpp"
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <iterator>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -44,18 +46,31 @@ constexpr std::size_t row_count = memory_kind_count * device_slots;
 // add per update costs as much as the rest of the entry, yet a row is most
 // often updated by one thread only (the one that allocates and frees a kind
 // on a device). So a row is biased to the first thread's shard that counts
-// in it: that thread updates it with plain loads and stores inside a window
-// it marks in the row (busy). The first update by any other thread revokes
-// the bias for good (revoke_bias): from then on every thread updates the
-// row with locked instructions. Where the process cannot fence every thread
-// at once (fence_every_thread), no row is biased.
-enum RowOwner : std::uintptr_t { Unowned = 0, Revoking = 1, SharedRow = 2 };  // else the owning shard's address
+// in it while tracking is off: that thread updates it with plain loads and
+// stores inside a window it marks in the row (busy), and counts its opens
+// and closes there too, so that its whole entry touches one line and no
+// state but the row (a thread is known by its thread pointer, a register,
+// not by a thread_local reached through the GOT). The first update by any
+// other thread, or tracking switched on, revokes the bias for good
+// (share_owned_rows): from then on every thread updates the row with locked
+// instructions and counts in its shard. Where the process cannot fence
+// every thread at once (fence_every_thread), or a thread has no pointer to
+// be known by, no row is biased.
+enum RowOwner : std::uintptr_t {
+    Unowned = 0,
+    Revoking = 1,
+    SharedRow = 2,
+    NoIdentity = 3,  // this_thread_identity() where there is none: never an owner
+};  // else the owning thread's pointer
 
-struct alignas(32) Counters {
+struct alignas(64) Counters {
     std::atomic<std::uintptr_t> owner{Unowned};
     std::atomic<std::uint32_t> busy{0};  // 1 while the owner's window is open
     std::atomic<std::uint64_t> live_bytes{0};
     std::atomic<std::uint64_t> peak_bytes{0};
+    // The owner's opens and closes; kept, and summed, once the row is shared.
+    std::atomic<std::uint64_t> owner_opens{0};
+    std::atomic<std::uint64_t> owner_closes{0};
 };
 
 Counters rows[row_count];
@@ -130,7 +145,7 @@ ShardList& shard_list() {
 }
 
 // Trivial thread_locals: reached without an initialisation check.
-// this_thread_shard, read by every open and close, is initial-exec on ELF
+// this_thread_shard, read by every open and close of a shared row, is initial-exec on ELF
 // with glibc: reaching it is one load at a fixed offset from the thread
 // pointer, not a call to __tls_get_addr (-fPIC's default, general-dynamic),
 // which first reads the thread's DTV and its generation: lines that a driver
@@ -273,8 +288,27 @@ void after_fork_in_child() noexcept {
 }
 #endif
 
+// The calling thread's identity, unique among the process's running threads:
+// its thread pointer (the TLS ABI keeps the thread control block's own
+// address at its start). A thread that ends leaves its pointer to a later
+// thread, which then owns its rows: never two running threads at once.
+inline std::uintptr_t this_thread_identity() noexcept {
+#if defined(__linux__) && defined(__x86_64__)
+    std::uintptr_t self;
+    __asm__("mov %%fs:0, %0" : "=r"(self));
+    return self;
+#elif defined(__linux__) && defined(__aarch64__)
+    std::uintptr_t self;
+    __asm__("mrs %0, tpidr_el0" : "=r"(self));
+    return self;
+#else
+    return NoIdentity;
+#endif
+}
+
 // The row's owner adds `bytes` to its live bytes (or takes them away, Close)
-// with plain loads and stores; false, nothing changed, when the row is not
+// and counts the open (or close), with plain loads and stores; false,
+// nothing changed, when the row is not
 // (or no longer) `own`'s. The window is busy = 1: a revoking thread marks
 // the row first, then fences every thread, so either it sees this window
 // open and waits for it, or this load of the owner sees the mark. Only the
@@ -295,6 +329,8 @@ inline bool update_owned(Counters& row, std::uintptr_t own, std::uint64_t bytes)
     row.live_bytes.store(live, std::memory_order_relaxed);
     if (!Close && live > row.peak_bytes.load(std::memory_order_relaxed))
         row.peak_bytes.store(live, std::memory_order_relaxed);
+    std::atomic<std::uint64_t>& counter = Close ? row.owner_closes : row.owner_opens;
+    counter.store(counter.load(std::memory_order_relaxed) + 1, count_order<Close>);
     row.busy.store(0, std::memory_order_release);  // the revoke reads these stores after it
     return true;
 }
@@ -313,47 +349,70 @@ inline void update_shared(Counters& row, std::uint64_t bytes) noexcept {
     }
 }
 
-// An unowned row gets `own` as its owner (or is shared: no shard, or no
-// fence here); a row owned by another shard is revoked: marked, every
-// thread fenced, the owner's open window waited out, and shared from then
-// on (its owner's stores read before any locked add).
-void settle_owner(Counters& row, std::uintptr_t own) noexcept {
+// Under `settling`: the rows of [first, last) that a shard owns are shared
+// for good. Each is marked, every thread fenced once, each owner's open
+// window waited out (its stores then read before any locked add), and the
+// row shared.
+void share_owned_rows(Counters* first, Counters* last) noexcept {
+    bool marked = false;
+    for (Counters* row = first; row != last; ++row) {
+        const std::uintptr_t owner = row->owner.load(std::memory_order_relaxed);
+        if (owner == Unowned || owner == SharedRow) continue;
+        row->owner.store(Revoking, std::memory_order_relaxed);
+        marked = true;
+    }
+    if (!marked) return;
+    fence_every_thread();
+    for (Counters* row = first; row != last; ++row) {
+        if (row->owner.load(std::memory_order_relaxed) != Revoking) continue;
+        while (row->busy.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+        row->owner.store(SharedRow, std::memory_order_release);
+    }
+}
+
+void lock_settling() noexcept {
     while (settling.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+}
+void unlock_settling() noexcept { settling.store(false, std::memory_order_release); }
+
+// An unowned row gets `own` (a thread's identity) as its owner, or is shared
+// (no identity, no fence here, or tracking on: a tracked open must not take
+// the owner's path); a row another thread owns is shared.
+void settle_owner(Counters& row, std::uintptr_t own) noexcept {
+    lock_settling();
     const std::uintptr_t owner = row.owner.load(std::memory_order_relaxed);
     if (owner == Unowned) {
-        row.owner.store(own != Unowned && biasing_available() ? own : SharedRow, std::memory_order_release);
+        const bool tracking = (ledger_state.value.load(std::memory_order_relaxed) & Tracking) != 0;
+        row.owner.store(own > NoIdentity && !tracking && biasing_available() ? own : SharedRow,
+                        std::memory_order_release);
     } else if (owner != SharedRow && owner != own) {
-        row.owner.store(Revoking, std::memory_order_relaxed);
-        fence_every_thread();
-        while (row.busy.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-        row.owner.store(SharedRow, std::memory_order_release);
+        share_owned_rows(&row, &row + 1);
     }
-    settling.store(false, std::memory_order_release);
+    unlock_settling();
 }
 
-// The first update of a row, an update by another thread than its owner's,
-// or one met by a revoke: settled, then updated as the row now says.
+// A shared row: a locked add (or subtract), the peak raised with a
+// compare-exchange only when passed, and the open (or close) counted in the
+// thread's shard.
 template <bool Close>
-CUDYN_DETAIL_COLD void update_settling(Counters& row, Shard* own, std::uint64_t bytes) noexcept {
-    const auto mine = reinterpret_cast<std::uintptr_t>(own);
+void account_shared(Counters& row, std::size_t index, std::uint64_t bytes) noexcept {
+    update_shared<Close>(row, bytes);
+    count<Close>(index);
+}
+
+// Counts an open (or close) of `bytes` in row `index` by the calling thread:
+// on the owner's path where the row is the thread's, else shared, settling
+// the row first where it is unowned or another's.
+template <bool Close>
+void account(std::size_t index, std::uint64_t bytes) noexcept {
+    Counters& row = rows[index];
+    const std::uintptr_t self = this_thread_identity();
     for (;;) {
-        settle_owner(row, mine);
         const std::uintptr_t owner = row.owner.load(std::memory_order_acquire);
-        if (owner == SharedRow) return update_shared<Close>(row, bytes);
-        if (update_owned<Close>(row, mine, bytes)) return;  // revoked since: settled again
+        if (owner == SharedRow) return account_shared<Close>(row, index, bytes);
+        if (owner == self && update_owned<Close>(row, self, bytes)) return;
+        settle_owner(row, self);  // unowned, another's, or revoked meanwhile
     }
-}
-
-// The two common cases inline: the owner's update, and a shared row's.
-template <bool Close>
-inline void update(Counters& row, Shard* own, std::uint64_t bytes) noexcept {
-    const std::uintptr_t owner = row.owner.load(std::memory_order_acquire);
-    if (own != nullptr && owner == reinterpret_cast<std::uintptr_t>(own)) {
-        if (update_owned<Close>(row, owner, bytes)) return;
-    } else if (owner == SharedRow) {
-        return update_shared<Close>(row, bytes);
-    }
-    update_settling<Close>(row, own, bytes);
 }
 
 // ---- per-allocation records, while tracking ---------------------------------------------------
@@ -393,22 +452,24 @@ CUDYN_DETAIL_COLD void untrack(std::uint64_t id) noexcept {
     Tracker::instance().remove(id);
 }
 
-// The opens and closes of every row, summed over the shards.
+// The opens and closes of every row, summed over the shards and the row's owner.
 struct Counts {
     std::vector<std::uint64_t> opens = std::vector<std::uint64_t>(row_count);
     std::vector<std::uint64_t> closes = std::vector<std::uint64_t>(row_count);
 };
 
-// Row by row, every shard's closes and then every shard's opens (see
-// count()), so a row's two sums are read close together.
+// Row by row, every close (the owner's, then every shard's) and then every
+// open (see count()), so a row's two sums are read close together.
 Counts sum_shards() {
     Counts sum;
     ShardList& list = shard_list();
     const std::lock_guard<std::mutex> lock(list.mutex);
     for (std::size_t row = 0; row < row_count; ++row) {
-        std::uint64_t closes = shared_shard.rows[row].closes.load(std::memory_order_acquire);
+        std::uint64_t closes = rows[row].owner_closes.load(std::memory_order_acquire) +
+                               shared_shard.rows[row].closes.load(std::memory_order_acquire);
         for (const Shard* shard : list.all) closes += shard->rows[row].closes.load(std::memory_order_acquire);
-        std::uint64_t opens = shared_shard.rows[row].opens.load(std::memory_order_relaxed);
+        std::uint64_t opens = rows[row].owner_opens.load(std::memory_order_relaxed) +
+                              shared_shard.rows[row].opens.load(std::memory_order_relaxed);
         for (const Shard* shard : list.all) opens += shard->rows[row].opens.load(std::memory_order_relaxed);
         sum.closes[row] = closes;
         sum.opens[row] = opens;
@@ -522,7 +583,12 @@ void reset_peaks() noexcept {
 
 void track_allocations(bool on) {
     if (on && counting()) {
+        // The owner's path takes no record: every owned row is shared first
+        // (and none is given an owner while tracking is on).
         ledger_state.value.fetch_or(Tracking, std::memory_order_relaxed);
+        lock_settling();
+        share_owned_rows(std::begin(rows), std::end(rows));
+        unlock_settling();
     } else {
         ledger_state.value.fetch_and(static_cast<unsigned char>(~Tracking), std::memory_order_relaxed);
     }
@@ -561,37 +627,21 @@ namespace detail {
 
 namespace {
 
-// Counts `bytes` into `row`: the live bytes and the peak (process-wide: the
-// peak must be the highest total, whichever threads made it) and the opens
-// (this thread's shard). The row, plus one, for the ticket.
-inline std::uint32_t count_in(std::size_t row, std::size_t bytes) noexcept {
-    Shard* const own = this_thread_shard != nullptr ? this_thread_shard : claim_shard();
-    update<false>(rows[row], own, bytes);
-    if (own != nullptr) {
-        count_own<false>(*own, row);
-    } else {
-        shared_shard.rows[row].opens.fetch_add(1, count_order<false>);
-    }
-    return static_cast<std::uint32_t>(row + 1);
-}
-
 std::size_t row_of(MemoryKind kind, int device) noexcept {
     return static_cast<std::size_t>(kind) * device_slots + device_slot(device);
 }
 
 }  // namespace
 
-// The common case is a leaf: counting, not tracking, on a thread holding its
-// shard and owning the row. Everything else (the first allocations, which
-// read the environment; tracking; a shared row; no shard) goes to
-// open_uncommon, out of line, so the hot path saves no registers for it.
+// The common case is a leaf: the calling thread owns the row (so counting,
+// and not tracking: rows are shared while tracking), and the whole entry is
+// in the row. Everything else (the first allocations, which read the
+// environment; tracking; a shared row) goes to open_uncommon, out of line, so
+// the hot path saves no registers for it and reads nothing but the row.
 void LedgerTicket::open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
-    Shard* const own = this_thread_shard;
     const std::size_t row = row_of(kind, device);
-    if (ledger_state.value.load(std::memory_order_acquire) != Ready || own == nullptr ||
-        !update_owned<false>(rows[row], reinterpret_cast<std::uintptr_t>(own), bytes))
+    if (!update_owned<false>(rows[row], this_thread_identity(), bytes))
         return open_uncommon(kind, device, bytes, address);
-    count_own<false>(*own, row);
     row_ = static_cast<std::uint32_t>(row + 1);
     bytes_ = bytes;
 }
@@ -601,7 +651,9 @@ CUDYN_DETAIL_OUT_OF_LINE void LedgerTicket::open_uncommon(MemoryKind kind, int d
                                                           std::uintptr_t address) noexcept {
     const unsigned char state = settle(ledger_state.value.load(std::memory_order_acquire));
     if (state == Off) return;
-    row_ = count_in(row_of(kind, device), bytes);
+    const std::size_t row = row_of(kind, device);
+    account<false>(row, bytes);
+    row_ = static_cast<std::uint32_t>(row + 1);
     bytes_ = bytes;
     if (state != Ready) record_ = record(kind, device, bytes, address);  // Ready | Tracking
 }
@@ -615,19 +667,12 @@ LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::ui
 // As open: a leaf for an untracked entry closed by the row's owner, the
 // rest out of line.
 void LedgerTicket::close_counted() noexcept {
-    Shard* const own = this_thread_shard;
-    const std::size_t row = row_ - 1;
-    if (own == nullptr || record_ != 0 ||
-        !update_owned<true>(rows[row], reinterpret_cast<std::uintptr_t>(own), bytes_))
-        return close_uncommon();
-    count_own<true>(*own, row);
+    if (record_ != 0 || !update_owned<true>(rows[row_ - 1], this_thread_identity(), bytes_)) return close_uncommon();
     row_ = 0;
 }
 
 CUDYN_DETAIL_OUT_OF_LINE void LedgerTicket::close_uncommon() noexcept {
-    const std::size_t row = row_ - 1;
-    update<true>(rows[row], this_thread_shard, bytes_);
-    count<true>(row);
+    account<true>(row_ - 1, bytes_);
     if (record_ != 0) untrack(record_);
     row_ = 0;
     record_ = 0;
@@ -639,7 +684,7 @@ LedgerRowBias ledger_row_bias(MemoryKind kind, int device) noexcept {
     return owner == SharedRow || owner == Revoking ? LedgerRowBias::Shared : LedgerRowBias::Owned;
 }
 
-bool ledger_biasing_available() noexcept { return biasing_available(); }
+bool ledger_biasing_available() noexcept { return this_thread_identity() > NoIdentity && biasing_available(); }
 
 std::size_t ledger_shard_count() noexcept {
     ShardList& list = shard_list();

@@ -20,6 +20,11 @@
 #include <utility>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
 using cudyn::LedgerEntry;
 using cudyn::MemoryKind;
 using cudyn::detail::ledger_open;
@@ -241,7 +246,7 @@ TEST_CASE("Ledger threads: the owner's peak is the highest total, also after the
     CHECK(row(kind, device).peak_bytes == 0);
 }
 
-TEST_CASE("Ledger threads: tracking switched on lists the opens of a row the thread owns",
+TEST_CASE("Ledger threads: tracking switched on shares the rows a thread owned, and lists their opens",
           "[ledger-threads]") {
     using cudyn::detail::LedgerRowBias;
     using cudyn::detail::ledger_row_bias;
@@ -252,6 +257,7 @@ TEST_CASE("Ledger threads: tracking switched on lists the opens of a row the thr
     CHECK(ledger_row_bias(kind, device) ==
           (cudyn::detail::ledger_biasing_available() ? LedgerRowBias::Owned : LedgerRowBias::Shared));
     cudyn::ledger::track_allocations(true);  // the owner's path takes no record: it must not serve these
+    CHECK(ledger_row_bias(kind, device) == LedgerRowBias::Shared);
     LedgerTicket tracked = ledger_open(kind, device, 128, 0x2000);
     cudyn::ledger::track_allocations(false);
     const auto listed = [&](std::uintptr_t address) {
@@ -271,3 +277,51 @@ TEST_CASE("Ledger threads: tracking switched on lists the opens of a row the thr
     CHECK(row(kind, device).live_bytes == 0);
     CHECK(row(kind, device).total_allocations == 2);
 }
+
+#if defined(__linux__)
+TEST_CASE("Ledger threads: a forked child counts on a row another thread of its parent owned", "[ledger-threads]") {
+    REQUIRE(cudyn::ledger::enabled());
+    constexpr MemoryKind kind = MemoryKind::AllocationImported;
+    constexpr int device = 52;
+    // A thread that owns the row and keeps counting there until the fork is
+    // done, so that it may be inside its window when the process forks.
+    std::atomic<bool> forked{false};
+    std::atomic<int> pairs{0};
+    Joined owner;
+    owner.threads.emplace_back([&] {
+        while (!forked.load()) {
+            LedgerTicket ticket = ledger_open(kind, device, 8, 0);
+            pairs.fetch_add(1);
+        }
+    });
+    struct StopOwner {  // before the owner is joined, however the case ends
+        std::atomic<bool>& stop;
+        ~StopOwner() { stop.store(true); }
+    } stop_owner{forked};
+    while (pairs.load() < 1000) std::this_thread::yield();
+    // Several forks: each may catch the owner inside its window.
+    for (int round = 0; round < 20; ++round) {
+        const pid_t child = fork();
+        if (child == 0) {
+            // Only this thread exists here: the row's owner is gone, its
+            // window (open or not) cleared by the ledger's fork handler.
+            const LedgerEntry before = row(kind, device);
+            {
+                LedgerTicket mine = ledger_open(kind, device, 100, 0);  // revokes the owner's bias
+                if (row(kind, device).live_bytes != before.live_bytes + 100) _exit(2);
+            }
+            _exit(row(kind, device).live_bytes == before.live_bytes &&
+                          cudyn::detail::ledger_row_bias(kind, device) == cudyn::detail::LedgerRowBias::Shared
+                      ? 0
+                      : 3);
+        }
+        REQUIRE(child > 0);
+        int status = 0;
+        REQUIRE(waitpid(child, &status, 0) == child);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+    }
+    forked.store(true);
+    owner.threads.front().join();
+}
+#endif
