@@ -45,17 +45,17 @@ constexpr std::size_t row_count = memory_kind_count * device_slots;
 // seen, so every open and close updates one live_bytes per row. A locked
 // add per update costs as much as the rest of the entry, yet a row is most
 // often updated by one thread only (the one that allocates and frees a kind
-// on a device). So a row is biased to the first thread's shard that counts
-// in it while tracking is off: that thread updates it with plain loads and
+// on a device). So a row is owned by the first thread that counts in it
+// while tracking is off: that thread updates it with plain loads and
 // stores inside a window it marks in the row (busy), and counts its opens
 // and closes there too, so that its whole entry touches one line and no
 // state but the row (a thread is known by its thread pointer, a register,
 // not by a thread_local reached through the GOT). The first update by any
-// other thread, or tracking switched on, revokes the bias for good
+// other thread, or tracking switched on, revokes the ownership for good
 // (share_owned_rows): from then on every thread updates the row with locked
 // instructions and counts in its shard. Where the process cannot fence
 // every thread at once (fence_every_thread), or a thread has no pointer to
-// be known by, no row is biased.
+// be known by, no row is owned.
 enum RowOwner : std::uintptr_t {
     Unowned = 0,
     Revoking = 1,
@@ -260,7 +260,7 @@ bool biasing_available() noexcept {
     }();
     return available;
 #else
-    return false;  // Windows counts in the shared shard: no thread owns a shard, none a row
+    return false;  // no fence of every thread here: no row is owned
 #endif
 }
 
@@ -308,8 +308,8 @@ inline std::uintptr_t this_thread_identity() noexcept {
 
 // The row's owner adds `bytes` to its live bytes (or takes them away, Close)
 // and counts the open (or close), with plain loads and stores; false,
-// nothing changed, when the row is not
-// (or no longer) `own`'s. The window is busy = 1: a revoking thread marks
+// nothing changed, when the row is not (or no longer) `own`'s. The window
+// is busy = 1: a revoking thread marks
 // the row first, then fences every thread, so either it sees this window
 // open and waits for it, or this load of the owner sees the mark. Only the
 // compiler is kept from reordering the two here: the revoke's fence is this
@@ -349,7 +349,7 @@ inline void update_shared(Counters& row, std::uint64_t bytes) noexcept {
     }
 }
 
-// Under `settling`: the rows of [first, last) that a shard owns are shared
+// Under `settling`: the rows of [first, last) that a thread owns are shared
 // for good. Each is marked, every thread fenced once, each owner's open
 // window waited out (its stores then read before any locked add), and the
 // row shared.
