@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -236,13 +236,21 @@ void count(std::size_t row) noexcept {
 
 // ---- live bytes and peaks: a row's owner, its window and the revoke ----------------------------
 
+// Owners are given and revoked one row at a time, rarely (once a row per
+// process at most): a spin lock that cannot fail or throw, as a close in a
+// destructor needs.
+std::atomic<bool> settling{false};
+
 #if defined(__linux__)
 long membarrier(int command) noexcept { return syscall(__NR_membarrier, command, 0, 0); }
 
 // A forked child has only the forking thread: a window another thread had
 // open, and the settling lock it held, would stay closed to the child for
 // ever. Whatever those threads were counting is not the child's to count.
-void after_fork_in_child() noexcept;
+void after_fork_in_child() noexcept {
+    for (Counters& row : rows) row.busy.store(0, std::memory_order_relaxed);
+    settling.store(false, std::memory_order_relaxed);
+}
 #endif
 
 // Whether fence_every_thread can work here: on Linux, the process registered
@@ -276,18 +284,6 @@ void fence_every_thread() noexcept {
 #endif
 }
 
-// Owners are given and revoked one row at a time, rarely (once a row per
-// process at most): a spin lock that cannot fail or throw, as a close in a
-// destructor needs.
-std::atomic<bool> settling{false};
-
-#if defined(__linux__)
-void after_fork_in_child() noexcept {
-    for (Counters& row : rows) row.busy.store(0, std::memory_order_relaxed);
-    settling.store(false, std::memory_order_relaxed);
-}
-#endif
-
 // The calling thread's identity, unique among the process's running threads:
 // its thread pointer (the TLS ABI keeps the thread control block's own
 // address at its start). A thread that ends leaves its pointer to a later
@@ -309,12 +305,12 @@ inline std::uintptr_t this_thread_identity() noexcept {
 // The row's owner adds `bytes` to its live bytes (or takes them away, Close)
 // and counts the open (or close), with plain loads and stores; false,
 // nothing changed, when the row is not (or no longer) `own`'s. The window
-// is busy = 1: a revoking thread marks
-// the row first, then fences every thread, so either it sees this window
-// open and waits for it, or this load of the owner sees the mark. Only the
-// compiler is kept from reordering the two here: the revoke's fence is this
-// side's too. Only the owner's thread may write busy (another's busy = 0
-// could hide the owner's open window), hence the first load.
+// is busy = 1: a revoking thread marks the row first, then fences every
+// thread, so either it sees this window open and waits for it, or this load
+// of the owner sees the mark. Only the compiler is kept from reordering the
+// two here: the revoke's fence is this side's too. Only the owner's thread
+// may write busy (another's busy = 0 could hide the owner's open window),
+// hence the first load.
 template <bool Close>
 inline bool update_owned(Counters& row, std::uintptr_t own, std::uint64_t bytes) noexcept {
     if (row.owner.load(std::memory_order_relaxed) != own) return false;
@@ -391,25 +387,20 @@ void settle_owner(Counters& row, std::uintptr_t own) noexcept {
     unlock_settling();
 }
 
-// A shared row: a locked add (or subtract), the peak raised with a
-// compare-exchange only when passed, and the open (or close) counted in the
-// thread's shard.
-template <bool Close>
-void account_shared(Counters& row, std::size_t index, std::uint64_t bytes) noexcept {
-    update_shared<Close>(row, bytes);
-    count<Close>(index);
-}
-
 // Counts an open (or close) of `bytes` in row `index` by the calling thread:
-// on the owner's path where the row is the thread's, else shared, settling
-// the row first where it is unowned or another's.
+// on the owner's path where the row is the thread's, else shared (the count
+// then in the thread's shard), settling the row first where it is unowned
+// or another's.
 template <bool Close>
 void account(std::size_t index, std::uint64_t bytes) noexcept {
     Counters& row = rows[index];
     const std::uintptr_t self = this_thread_identity();
     for (;;) {
         const std::uintptr_t owner = row.owner.load(std::memory_order_acquire);
-        if (owner == SharedRow) return account_shared<Close>(row, index, bytes);
+        if (owner == SharedRow) {
+            update_shared<Close>(row, bytes);
+            return count<Close>(index);
+        }
         if (owner == self && update_owned<Close>(row, self, bytes)) return;
         settle_owner(row, self);  // unowned, another's, or revoked meanwhile
     }
