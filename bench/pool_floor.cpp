@@ -23,6 +23,8 @@
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/loader/driver_call.hpp"
 
+#include "pool_pair_loops.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,28 +43,12 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kBytes = std::size_t(1) << 20;
 
-template <typename T>
-void keep(const T& value) {
-    __asm__ __volatile__("" : : "r"(value) : "memory");
-}
-
-__attribute__((noinline)) int raw_pairs(const DriverTable& cu, CUmemoryPool pool, CUstream stream, int n) {
-    int wrong = 0;
-    for (int i = 0; i < n; ++i) {
-        CUdeviceptr address = 0;
-        wrong += cu.cuMemAllocFromPoolAsync_v11020(&address, kBytes, pool, stream) != CUDA_SUCCESS;
-        keep(address);
-        wrong += cu.cuMemFreeAsync_v11020(address, stream) != CUDA_SUCCESS;
-    }
-    return wrong;
-}
-
 __attribute__((noinline)) int forward_pairs(const DriverTable& cu, CUmemoryPool pool, CUstream stream, int n) {
     int wrong = 0;
     for (int i = 0; i < n; ++i) {
         CUdeviceptr address = 0;
         wrong += cudyn_floor_allocate(&cu, &address, kBytes, pool, stream) != CUDA_SUCCESS;
-        keep(address);
+        cudyn::bench::keep_address(address);
         wrong += cudyn_floor_free(&cu, address, stream) != CUDA_SUCCESS;
     }
     return wrong;
@@ -100,7 +86,7 @@ __attribute__((noinline)) int inline_pairs(const MemoryPool& pool, const Stream&
         record.stream = stream.handle();
         record.context = record.stream_context = stream.context().handle();
         if (Entry) record.ledger.open(cudyn::MemoryKind::StreamOrdered, 0, kBytes, address);
-        keep(&record);
+        __asm__ __volatile__("" : : "r"(&record) : "memory");  // the record stored, as a real one is
         wrong += table->cuMemFreeAsync_v11020(record.address, record.stream) != CUDA_SUCCESS;
         record.address = 0;
         record.ledger.close();
@@ -113,18 +99,8 @@ __attribute__((noinline)) int library_pairs(const MemoryPool& pool, const Stream
     cudyn::detail::StreamOrderedMemory memory;
     for (int i = 0; i < n; ++i) {
         wrong += !cudyn::detail::StreamOrderedMemory::allocate(memory, kBytes, 1, &pool, cudyn::StreamRef(stream));
-        keep(memory.address());
+        cudyn::bench::keep_address(memory.address());
         wrong += !memory.release();
-    }
-    return wrong;
-}
-
-__attribute__((noinline)) int cudyn_pairs(const MemoryPool& pool, const Stream& stream, int n) {
-    int wrong = 0;
-    for (int i = 0; i < n; ++i) {
-        auto buffer = cudyn::StreamOrderedBuffer<std::byte>::allocate(pool, kBytes, stream);
-        wrong += !buffer.has_value();
-        if (buffer) keep(buffer->device_address());
     }
     return wrong;
 }
@@ -152,12 +128,12 @@ int main(int argc, char** argv) {
     constexpr int kLoops = sizeof names / sizeof names[0];
     const auto run = [&](int loop) {
         switch (loop) {
-            case 0: return raw_pairs(cu, pool->handle(), stream->handle(), pairs);
+            case 0: return static_cast<int>(cudyn::bench::raw_pool_pairs(cu, pool->handle(), stream->handle(), kBytes, pairs));
             case 1: return forward_pairs(cu, pool->handle(), stream->handle(), pairs);
             case 2: return inline_pairs<false>(*pool, *stream, pairs);
             case 3: return inline_pairs<true>(*pool, *stream, pairs);
             case 4: return library_pairs(*pool, *stream, pairs);
-            default: return cudyn_pairs(*pool, *stream, pairs);
+            default: return static_cast<int>(cudyn::bench::cudyn_pool_pairs(*pool, *stream, kBytes, pairs));
         }
     };
     int wrong = 0;

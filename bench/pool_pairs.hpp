@@ -3,11 +3,11 @@
 #pragma once
 
 #include "harness.hpp"
+#include "pool_pair_loops.hpp"
 
 #include "cudyn/device/stream.hpp"
 #include "cudyn/loader/driver_call.hpp"
 #include "cudyn/pool/memory_pool.hpp"
-#include "cudyn/pool/stream_ordered_buffer.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -20,9 +20,8 @@ constexpr int kPoolSlices = 5;
 constexpr int kPoolRounds = 11;
 
 // allocate+free pairs of `bytes` on `stream` from `pool`, then a stream
-// synchronize, per slice: cudyn's StreamOrderedBuffer (freed by its
-// destructor, as programs use it) against raw cuMemAllocFromPoolAsync +
-// cuMemFreeAsync on the same pool and stream. The caller fills in operation
+// synchronize, per slice: cudyn_pool_pairs against raw_pool_pairs on the
+// same pool and stream. The caller fills in operation
 // and unit.
 inline CaseResult compare_pool_pairs(const Settings& settings, std::uint64_t default_iterations,
                                      const MemoryPool& pool, const Stream& stream, std::size_t bytes) {
@@ -30,23 +29,11 @@ inline CaseResult compare_pool_pairs(const Settings& settings, std::uint64_t def
     const CUmemoryPool pool_handle = pool.handle();
     const CUstream stream_handle = stream.handle();
     const auto raw = [&](std::uint64_t n) {
-        std::uint64_t wrong = 0;
-        for (std::uint64_t i = 0; i < n; ++i) {
-            CUdeviceptr pointer = 0;
-            wrong += cu.cuMemAllocFromPoolAsync_v11020(&pointer, bytes, pool_handle, stream_handle) != CUDA_SUCCESS;
-            keep(pointer);
-            wrong += cu.cuMemFreeAsync_v11020(pointer, stream_handle) != CUDA_SUCCESS;
-        }
-        return wrong + (cu.cuStreamSynchronize_v2000(stream_handle) != CUDA_SUCCESS);
+        return raw_pool_pairs(cu, pool_handle, stream_handle, bytes, n) +
+               (cu.cuStreamSynchronize_v2000(stream_handle) != CUDA_SUCCESS);
     };
     const auto wrapped = [&](std::uint64_t n) {
-        std::uint64_t wrong = 0;
-        for (std::uint64_t i = 0; i < n; ++i) {
-            auto buffer = StreamOrderedBuffer<std::byte>::allocate(pool, bytes, stream);
-            wrong += !buffer.has_value();
-            if (buffer) keep(buffer->device_address());
-        }
-        return wrong + !stream.synchronize().has_value();
+        return cudyn_pool_pairs(pool, stream, bytes, n) + !stream.synchronize().has_value();
     };
     return compare_loops(settings, default_iterations, raw, wrapped, kPoolSlices, kPoolRounds);
 }
