@@ -29,59 +29,24 @@ Result<void> require_pool_device(const OwnerContext& context) {
 
 // cuMemAllocFromPoolAsync from `pool`, or cuMemAllocAsync from the current
 // pool of the stream's device where `pool` is null: the driver's answer.
-// The hottest pair calls the table itself, its entries checked first with
-// require_entry, rather than through call_driver: the Result passed between
-// the calls was a sixth of the pair's own instructions. A refusal still
-// becomes call_driver's error (call_failed).
+// The table is called directly, as in allocate's hot case, its entries
+// checked first with require_entry; a refusal still becomes call_driver's
+// error (allocation_refused).
 CUresult allocate_on(const DriverTable& table, CUdeviceptr* address, std::size_t bytes, const MemoryPool* pool,
                      CUstream stream) {
     return pool != nullptr ? table.cuMemAllocFromPoolAsync_v11020(address, bytes, pool->handle(), stream)
                            : table.cuMemAllocAsync_v11020(address, bytes, stream);
 }
 
-CUDYN_DETAIL_COLD Result<void> allocation_failed(CUresult result, const MemoryPool* pool) {
+}  // namespace
+
+CUDYN_DETAIL_COLD Result<void> StreamOrderedMemory::allocation_refused(CUresult result, const MemoryPool* pool) {
     if (pool != nullptr) return call_failed(result, &DriverTable::cuMemAllocFromPoolAsync_v11020);
     return call_failed(result, &DriverTable::cuMemAllocAsync_v11020);
 }
 
-}  // namespace
-
-// What a successful allocation records: the memory, its stream and
-// context, and its ledger entry.
-void StreamOrderedMemory::record(Held& held, CUdeviceptr address, std::size_t bytes, const MemoryPool* pool,
-                                 StreamRef stream, const OwnerContext& context) noexcept {
-    held.address = address;
-    held.bytes = bytes;
-    held.stream = stream.handle();
-    held.context = context.handle();
-    held.stream_context = held.context;
-    // Known from the pool, so its copies take the route the driver accepts
-    // without a refused try first (the current pool is always the device's).
-    held.host_located = pool != nullptr && pool->location().kind() != LocationKind::Device;
-    held.ledger.open(MemoryKind::StreamOrdered, context.empty() ? -1 : static_cast<int>(context.device()), bytes,
-                     static_cast<std::uintptr_t>(address));
-}
-
-// The hottest case is tried first, with nothing to save for the others: a
-// live pool, a created cudyn Stream, the entry there and a count that
-// fits. Whatever else (the current pool, a default stream, every refusal)
-// goes through allocate_checked, which makes the same checks in the order
-// that decides the error.
-Result<void> StreamOrderedMemory::allocate(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
-                                          const MemoryPool* pool, StreamRef stream) {
-    const DriverTable* table = usable_table.load(std::memory_order_acquire);
-    std::size_t bytes = 0;
-    if (pool == nullptr || pool->empty() || stream.context() == nullptr || stream.is_default() || table == nullptr ||
-        table->cuMemAllocFromPoolAsync_v11020 == nullptr || count == 0 ||
-        multiply_overflows(count, element_size, &bytes))
-        return allocate_checked(into, count, element_size, pool, stream);
-    // No context query or switch: see allocate_checked.
-    CUdeviceptr address = 0;
-    if (const CUresult result = table->cuMemAllocFromPoolAsync_v11020(&address, bytes, pool->handle(), stream.handle());
-        result != CUDA_SUCCESS)
-        return allocation_failed(result, pool);
-    record(into.held_.get(), address, bytes, pool, stream, *stream.context());
-    return ok();
+CUDYN_DETAIL_COLD Result<void> StreamOrderedMemory::free_refused(CUresult result) {
+    return call_failed(result, &DriverTable::cuMemFreeAsync_v11020);
 }
 
 CUDYN_DETAIL_OUT_OF_LINE Result<void> StreamOrderedMemory::allocate_checked(StreamOrderedMemory& into,
@@ -118,11 +83,11 @@ CUDYN_DETAIL_OUT_OF_LINE Result<void> StreamOrderedMemory::allocate_checked(Stre
     CUdeviceptr address = 0;
     if (!stream.is_default()) {
         if (const CUresult result = allocate_on(table, &address, bytes, pool, stream.handle()); result != CUDA_SUCCESS)
-            return allocation_failed(result, pool);
+            return allocation_refused(result, pool);
     } else {
         CUDYN_TRY(in_context(stream.context_handle(), [&]() -> Result<void> {
             const CUresult result = allocate_on(table, &address, bytes, pool, stream.handle());
-            return result == CUDA_SUCCESS ? ok() : allocation_failed(result, pool);
+            return result == CUDA_SUCCESS ? ok() : allocation_refused(result, pool);
         }));
     }
     record(held, address, bytes, pool, stream, *context);
@@ -136,23 +101,15 @@ Result<StreamOrderedMemory> StreamOrderedMemory::allocate(std::size_t count, std
     return memory;
 }
 
-inline void StreamOrderedMemory::Held::forget() noexcept {
-    address = 0;
-    bytes = 0;
-    stream = nullptr;
-    context = stream_context = nullptr;
-    host_located = false;
-    ledger.close();
-    retained = OwnerContext();  // the retain, if any, goes after the free
-}
-
-// A created stream needs no context current (as for the allocation): the
-// table is called directly, as allocate does.
+// The free for every case the inline one leaves (a default stream, a driver
+// not loaded or without the entry), and the whole free where the 0.2.0
+// header's inline code calls it. A created stream needs no context current
+// (as for the allocation): the table is called directly.
 Result<void> StreamOrderedMemory::Held::release() {
     if (StreamRef(stream).is_default()) return release_on_default();
     CUDYN_TRY(require_entry(&DriverTable::cuMemFreeAsync_v11020));
     if (const CUresult result = usable_driver()->cuMemFreeAsync_v11020(address, stream); result != CUDA_SUCCESS)
-        return call_failed(result, &DriverTable::cuMemFreeAsync_v11020);
+        return free_refused(result);
     forget();
     return ok();
 }

@@ -75,6 +75,11 @@ public:
     // Releases, and lets go without the driver of whatever that left.
     void reset() noexcept {
         if (release()) return;
+        let_go();
+    }
+    // Lets go of what the record holds without the driver (an owner whose
+    // own inline release was refused where no one can be told): empty after.
+    void let_go() noexcept {
         abandon(held_, 0);
         // The old record goes with the temporary exchange() returns.
         (void)std::exchange(held_, Held{});

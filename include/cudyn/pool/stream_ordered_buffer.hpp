@@ -9,8 +9,10 @@
 #include "cudyn/core/result.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/detail/owner_context.hpp"
+#include "cudyn/detail/size_checks.hpp"
 #include "cudyn/detail/unique_handle.hpp"
 #include "cudyn/device/stream_ref.hpp"
+#include "cudyn/loader/driver_call.hpp"
 #include "cudyn/memory/device_span.hpp"
 #include "cudyn/memory/host_span.hpp"
 #include "cudyn/memory/owned_memory.hpp"
@@ -32,6 +34,14 @@ namespace detail {
 class StreamOrderedMemory {
 public:
     StreamOrderedMemory() noexcept {}  // user-provided: see Held()
+    StreamOrderedMemory(StreamOrderedMemory&&) noexcept = default;
+    StreamOrderedMemory& operator=(StreamOrderedMemory&&) noexcept = default;
+    // The common free (see release()) in the caller's code; any other case
+    // is the record's own release, and a refusal lets go of the memory.
+    ~StreamOrderedMemory() {
+        CUresult answer = CUDA_SUCCESS;
+        if (free_on_created_stream(answer) && answer != CUDA_SUCCESS) held_.let_go();
+    }
 
     // `count` * `element_size` bytes on `stream`, from `pool` (null: the
     // current pool of the stream's device, cuMemAllocAsync), recorded in
@@ -40,8 +50,32 @@ public:
     // to the caller without a move. A created Stream keeps the context
     // alive for it (no retain of its own); on any other stream the calling
     // thread's current context is retained.
+    //
+    // The hottest case (a live pool, a created Stream, the entry there, a
+    // count that fits) is served here, in the caller's code: between the
+    // driver's calls there is then no call into the library but the ledger
+    // entry, no Result handed back through memory, and fewer of the
+    // library's instruction lines to fetch again after a driver call has
+    // emptied the caches. Every other case, and every refusal, goes out of
+    // line (allocate_checked), with the checks in the order that decides
+    // the error.
     static Result<void> allocate(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
-                                 const MemoryPool* pool, StreamRef stream);
+                                 const MemoryPool* pool, StreamRef stream) {
+        const DriverTable* table = usable_table.load(std::memory_order_acquire);
+        std::size_t bytes = 0;
+        if (pool == nullptr || pool->empty() || stream.context() == nullptr || stream.is_default() ||
+            table == nullptr || table->cuMemAllocFromPoolAsync_v11020 == nullptr || count == 0 ||
+            multiply_overflows(count, element_size, &bytes))
+            return allocate_checked(into, count, element_size, pool, stream);
+        // No context query or switch: see allocate_checked.
+        CUdeviceptr address = 0;
+        if (const CUresult result =
+                table->cuMemAllocFromPoolAsync_v11020(&address, bytes, pool->handle(), stream.handle());
+            result != CUDA_SUCCESS)
+            return allocation_refused(result, pool);
+        record(into.held_.get(), address, bytes, pool, stream, *stream.context());
+        return ok();
+    }
     // The same, returned: the form the 0.2.0 header's inline allocate calls,
     // kept so that programs built against it still load and run.
     static Result<StreamOrderedMemory> allocate(std::size_t count, std::size_t element_size, const MemoryPool* pool,
@@ -64,8 +98,15 @@ public:
         held_->stream_context = stream.context_handle() != nullptr ? stream.context_handle() : held_->context;
     }
     // cuMemFreeAsync on stream(), in the allocation's context: empty
-    // afterwards, or unchanged when the driver refused (retry).
-    Result<void> release() { return held_.release(); }
+    // afterwards, or unchanged when the driver refused (retry). On a created
+    // stream with the entry there (the common case) the table is called
+    // here, as allocate does; any other case is the record's release.
+    Result<void> release() {
+        CUresult answer = CUDA_SUCCESS;
+        if (!free_on_created_stream(answer)) return held_.release();
+        if (answer != CUDA_SUCCESS) return free_refused(answer);
+        return ok();
+    }
     // InvalidArgument "<operation>: the StreamOrderedBuffer is empty (moved from or freed)".
     Result<void> require(const char* operation) const;
 
@@ -91,14 +132,57 @@ private:
         bool empty() const noexcept { return address == 0; }
         Result<void> release();  // cuMemFreeAsync on stream; the retain goes after the free
         Result<void> release_on_default();  // the same on a default stream: in the memory's context
-        void forget() noexcept;             // empty, as Held{} is, without a temporary record
+        // Empty, as Held{} is, without a temporary record; the retain, if
+        // any, goes last (after the free).
+        void forget() noexcept {
+            address = 0;
+            bytes = 0;
+            stream = nullptr;
+            context = stream_context = nullptr;
+            host_located = false;
+            ledger.close();
+            if (!retained.empty()) retained.reset();
+        }
     };
     // allocate's checks in the order that decides the error, and every case
-    // but the hottest (a live pool on a created Stream).
+    // but the hottest.
     static Result<void> allocate_checked(StreamOrderedMemory& into, std::size_t count, std::size_t element_size,
                                          const MemoryPool* pool, StreamRef stream);
+    // The driver's refusals as call_driver words them (built out of line).
+    static Result<void> allocation_refused(CUresult result, const MemoryPool* pool);
+    static Result<void> free_refused(CUresult result);
+    // What a successful allocation records: the memory, its stream and
+    // context, and its ledger entry.
     static void record(Held& held, CUdeviceptr address, std::size_t bytes, const MemoryPool* pool, StreamRef stream,
-                       const OwnerContext& context) noexcept;
+                       const OwnerContext& context) noexcept {
+        held.address = address;
+        held.bytes = bytes;
+        held.stream = stream.handle();
+        held.context = context.handle();
+        held.stream_context = held.context;
+        // Known from the pool, so its copies take the route the driver
+        // accepts without a refused try first (the current pool is always
+        // the device's).
+        held.host_located = pool != nullptr && pool->location().kind() != LocationKind::Device;
+        held.ledger.open(MemoryKind::StreamOrdered, context.empty() ? -1 : static_cast<int>(context.device()), bytes,
+                         static_cast<std::uintptr_t>(address));
+    }
+    // The common free: on a created stream, whose work carries its own
+    // context (no context query or switch, as for the allocation), with the
+    // entry there. False when that is not the case; else true with the
+    // driver's `answer`, the record emptied when that is CUDA_SUCCESS (and
+    // unchanged otherwise). An empty record: true, CUDA_SUCCESS.
+    bool free_on_created_stream(CUresult& answer) noexcept {
+        Held& held = held_.get();
+        if (held.empty()) return true;
+        const DriverTable* table = usable_table.load(std::memory_order_acquire);
+        if (StreamRef(held.stream).is_default() || table == nullptr || table->cuMemFreeAsync_v11020 == nullptr)
+            return false;
+        answer = table->cuMemFreeAsync_v11020(held.address, held.stream);
+        if (answer == CUDA_SUCCESS) held.forget();
+        return true;
+    }
+
     UniqueHandle<Held> held_;
 };
 

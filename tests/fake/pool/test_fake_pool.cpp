@@ -10,6 +10,7 @@
 #include "support/fake_memory_helpers.hpp"
 #include "support/vmm_helpers.hpp"
 
+#include "cudyn/core/memory_ledger.hpp"
 #include "cudyn/device/device.hpp"
 #include "cudyn/device/device_capabilities.hpp"
 #include "cudyn/loader/driver_call.hpp"
@@ -260,6 +261,32 @@ TEST_CASE("a refused free keeps the buffer for a retry", "[emulated][cuda11][poo
     CHECK(buffer.device_address() == address);
     require_ok(buffer.fill(2u));
     require_ok(buffer.free());
+    require_ok(stream.synchronize());
+    CHECK(take(pool.usage()).used_bytes == 0);
+}
+
+// The common free runs in the caller's code; when the driver refuses it in a
+// destructor, the buffer lets go after that one try (no second call), and its
+// ledger entry goes with it.
+TEST_CASE("a destructor whose free is refused tries once and lets go", "[emulated][cuda11][pool][ledger]") {
+    const FakeDriver& fake = FakeDriver::loaded();
+    auto context = activate(0);
+    auto pool = keeping_pool();
+    auto stream = take(cudyn::Stream::create());
+    const auto live = [] { return cudyn::ledger::snapshot().of(cudyn::MemoryKind::StreamOrdered, 0).live_bytes; };
+    const std::uint64_t before = live();
+    CUdeviceptr address = 0;
+    fake.reset_counts();
+    {
+        ScopedFault refuse("cuMemFreeAsync:1+:CUDA_ERROR_UNKNOWN");  // outlives the buffer
+        auto buffer = take(StreamOrderedBuffer<std::uint32_t>::allocate(pool, 1024, stream));
+        address = buffer.device_address();
+        CHECK(live() == before + 4096);
+    }
+    CHECK(fake.call_count("cuMemFreeAsync") == 1);
+    CHECK(live() == before);
+    // The driver still holds what the buffer let go of: given back here.
+    REQUIRE(cudyn::driver().cuMemFreeAsync_v11020(address, stream.handle()) == CUDA_SUCCESS);
     require_ok(stream.synchronize());
     CHECK(take(pool.usage()).used_bytes == 0);
 }
