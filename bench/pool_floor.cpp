@@ -9,6 +9,9 @@
 //   inline       cudyn's checks, the table's calls and a record on the stack,
 //                written in the loop, no ledger entry
 //   inline+entry the same with the ledger entry (its library calls)
+//   inline+row   the same with a row of this program's own updated in the
+//                loop as a row's owner does (thread pointer compared, window
+//                marked, counts stored): the entry's line without its code
 //   library      cudyn's allocation and free on one StreamOrderedMemory: no
 //                result, no destructor
 //   cudyn        StreamOrderedBuffer<std::byte>::allocate, freed by its
@@ -26,6 +29,7 @@
 #include "pool_pair_loops.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +58,41 @@ __attribute__((noinline)) int forward_pairs(const DriverTable& cu, CUmemoryPool 
     return wrong;
 }
 
+// A ledger row of this program's, counted in the loop as the row's owner
+// counts (inline+row).
+struct alignas(64) LocalRow {
+    std::atomic<std::uintptr_t> owner{0};
+    std::atomic<unsigned> busy{0};
+    std::atomic<std::uint64_t> live{0}, peak{0}, opens{0}, closes{0};
+};
+LocalRow local_row;
+
+std::uintptr_t thread_pointer() noexcept {
+#if defined(__x86_64__)
+    std::uintptr_t self;
+    __asm__("mov %%fs:0, %0" : "=r"(self));
+    return self;
+#else
+    return 1;
+#endif
+}
+
+template <bool Close>
+inline void count_in_local_row(std::uint64_t bytes) noexcept {
+    LocalRow& row = local_row;
+    if (row.owner.load(std::memory_order_relaxed) != thread_pointer()) return;
+    row.busy.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const std::uint64_t live = row.live.load(std::memory_order_relaxed) + (Close ? -bytes : bytes);
+    row.live.store(live, std::memory_order_relaxed);
+    if (!Close && live > row.peak.load(std::memory_order_relaxed)) row.peak.store(live, std::memory_order_relaxed);
+    auto& counter = Close ? row.closes : row.opens;
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    row.busy.store(0, std::memory_order_release);
+}
+
+enum class Entry { None, Library, LocalRow };
+
 // What StreamOrderedBuffer's record holds, filled on the stack.
 struct Record {
     CUdeviceptr address = 0;
@@ -65,7 +104,7 @@ struct Record {
     cudyn::detail::LedgerTicket ledger;
 };
 
-template <bool Entry>
+template <Entry entry>
 __attribute__((noinline)) int inline_pairs(const MemoryPool& pool, const Stream& stream, int n) {
     int wrong = 0;
     for (int i = 0; i < n; ++i) {
@@ -85,11 +124,13 @@ __attribute__((noinline)) int inline_pairs(const MemoryPool& pool, const Stream&
         record.bytes = kBytes;
         record.stream = stream.handle();
         record.context = record.stream_context = stream.context().handle();
-        if (Entry) record.ledger.open(cudyn::MemoryKind::StreamOrdered, 0, kBytes, address);
+        if (entry == Entry::Library) record.ledger.open(cudyn::MemoryKind::StreamOrdered, 0, kBytes, address);
+        if (entry == Entry::LocalRow) count_in_local_row<false>(kBytes);
         __asm__ __volatile__("" : : "r"(&record) : "memory");  // the record stored, as a real one is
         wrong += table->cuMemFreeAsync_v11020(record.address, record.stream) != CUDA_SUCCESS;
         record.address = 0;
         record.ledger.close();
+        if (entry == Entry::LocalRow) count_in_local_row<true>(kBytes);
     }
     return wrong;
 }
@@ -124,15 +165,17 @@ int main(int argc, char** argv) {
     if (!context || !pool || !stream) return std::fprintf(stderr, "setup failed\n"), 1;
     const DriverTable& cu = *cudyn::detail::usable_driver();
 
-    const char* const names[] = {"raw", "forward", "inline", "inline+entry", "library", "cudyn"};
+    local_row.owner.store(thread_pointer());
+    const char* const names[] = {"raw", "forward", "inline", "inline+entry", "inline+row", "library", "cudyn"};
     constexpr int kLoops = sizeof names / sizeof names[0];
     const auto run = [&](int loop) {
         switch (loop) {
             case 0: return static_cast<int>(cudyn::bench::raw_pool_pairs(cu, pool->handle(), stream->handle(), kBytes, pairs));
             case 1: return forward_pairs(cu, pool->handle(), stream->handle(), pairs);
-            case 2: return inline_pairs<false>(*pool, *stream, pairs);
-            case 3: return inline_pairs<true>(*pool, *stream, pairs);
-            case 4: return library_pairs(*pool, *stream, pairs);
+            case 2: return inline_pairs<Entry::None>(*pool, *stream, pairs);
+            case 3: return inline_pairs<Entry::Library>(*pool, *stream, pairs);
+            case 4: return inline_pairs<Entry::LocalRow>(*pool, *stream, pairs);
+            case 5: return library_pairs(*pool, *stream, pairs);
             default: return static_cast<int>(cudyn::bench::cudyn_pool_pairs(*pool, *stream, kBytes, pairs));
         }
     };

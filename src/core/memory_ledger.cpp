@@ -4,6 +4,7 @@
 // a locked map of per-allocation records only while tracking is on. No lock
 // on the counting path.
 #include "cudyn/core/memory_ledger.hpp"
+#include "cudyn/detail/ledger_row.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "core/live_records.hpp"
 #include "core/memory_ledger_internal.hpp"
@@ -37,9 +38,12 @@ namespace cudyn {
 
 namespace {
 
-// Rows: kind * device_slots + slot, slot 0 for "no device", 1..64 for ordinals 0..63.
-constexpr std::size_t device_slots = 65;
-constexpr std::size_t row_count = memory_kind_count * device_slots;
+using detail::ledger_count_order;
+using detail::LedgerRow;
+using detail::this_thread_identity;
+using detail::update_owned;
+constexpr std::size_t device_slots = detail::ledger_device_slots;  // rows: see ledger_row_index
+constexpr std::size_t row_count = detail::ledger_row_count;
 
 // What needs the process-wide value: the peak is the highest live_bytes ever
 // seen, so every open and close updates one live_bytes per row. A locked
@@ -57,28 +61,15 @@ constexpr std::size_t row_count = memory_kind_count * device_slots;
 // every thread at once (fence_every_thread), or a thread has no pointer to
 // be known by, no row is owned.
 enum RowOwner : std::uintptr_t {
-    Unowned = 0,
-    Revoking = 1,
-    SharedRow = 2,
-    NoIdentity = 3,  // this_thread_identity() where there is none: never an owner
+    Unowned = detail::ledger_row_unowned,
+    Revoking = detail::ledger_row_revoking,
+    SharedRow = detail::ledger_row_shared,
+    NoIdentity = detail::ledger_no_identity,
 };  // else the owning thread's pointer
 
-struct alignas(64) Counters {
-    std::atomic<std::uintptr_t> owner{Unowned};
-    std::atomic<std::uint32_t> busy{0};  // 1 while the owner's window is open
-    std::atomic<std::uint64_t> live_bytes{0};
-    std::atomic<std::uint64_t> peak_bytes{0};
-    // The owner's opens and closes; kept, and summed, once the row is shared.
-    std::atomic<std::uint64_t> owner_opens{0};
-    std::atomic<std::uint64_t> owner_closes{0};
-};
+// The rows, and the pointer to them that the inline open and close read.
+LedgerRow rows[row_count];
 
-Counters rows[row_count];
-
-std::size_t device_slot(int device) noexcept {
-    return device >= 0 && static_cast<std::size_t>(device) < device_slots - 1 ? static_cast<std::size_t>(device) + 1
-                                                                              : 0;
-}
 int slot_device(std::size_t slot) noexcept { return slot == 0 ? -1 : static_cast<int>(slot - 1); }
 
 bool environment_says(const char* name, const char* value) {
@@ -210,20 +201,12 @@ CUDYN_DETAIL_COLD Shard* claim_shard() noexcept {
     }
 }
 
-// Closes are stored with release and read first with acquire by snapshot():
-// a close it sees brings the open before it along (the ticket went from the
-// opening thread to the closing one), so a live count never reads below zero.
-// The order is a constant: given at run time, a compiler may store seq_cst
-// (a locked exchange).
-template <bool Close>
-constexpr std::memory_order count_order = Close ? std::memory_order_release : std::memory_order_relaxed;
-
 // One more open or close in the calling thread's own shard: a plain load and
 // store, no locked instruction.
 template <bool Close>
 void count_own(Shard& own, std::size_t row) noexcept {
     std::atomic<std::uint64_t>& counter = Close ? own.rows[row].closes : own.rows[row].opens;
-    counter.store(counter.load(std::memory_order_relaxed) + 1, count_order<Close>);
+    counter.store(counter.load(std::memory_order_relaxed) + 1, ledger_count_order<Close>);
 }
 
 template <bool Close>
@@ -231,7 +214,7 @@ void count(std::size_t row) noexcept {
     Shard* const own = this_thread_shard != nullptr ? this_thread_shard : claim_shard();
     if (own != nullptr) return count_own<Close>(*own, row);
     ShardRow& counts = shared_shard.rows[row];
-    (Close ? counts.closes : counts.opens).fetch_add(1, count_order<Close>);
+    (Close ? counts.closes : counts.opens).fetch_add(1, ledger_count_order<Close>);
 }
 
 // ---- live bytes and peaks: a row's owner, its window and the revoke ----------------------------
@@ -248,7 +231,7 @@ long membarrier(int command) noexcept { return syscall(__NR_membarrier, command,
 // open, and the settling lock it held, would stay closed to the child for
 // ever. Whatever those threads were counting is not the child's to count.
 void after_fork_in_child() noexcept {
-    for (Counters& row : rows) row.busy.store(0, std::memory_order_relaxed);
+    for (LedgerRow& row : rows) row.busy.store(0, std::memory_order_relaxed);
     settling.store(false, std::memory_order_relaxed);
 }
 #endif
@@ -284,57 +267,10 @@ void fence_every_thread() noexcept {
 #endif
 }
 
-// The calling thread's identity, unique among the process's running threads:
-// its thread pointer (the TLS ABI keeps the thread control block's own
-// address at its start). A thread that ends leaves its pointer to a later
-// thread, which then owns its rows: never two running threads at once.
-inline std::uintptr_t this_thread_identity() noexcept {
-#if defined(__linux__) && defined(__x86_64__)
-    std::uintptr_t self;
-    __asm__("mov %%fs:0, %0" : "=r"(self));
-    return self;
-#elif defined(__linux__) && defined(__aarch64__)
-    std::uintptr_t self;
-    __asm__("mrs %0, tpidr_el0" : "=r"(self));
-    return self;
-#else
-    return NoIdentity;
-#endif
-}
-
-// The row's owner adds `bytes` to its live bytes (or takes them away, Close)
-// and counts the open (or close), with plain loads and stores; false,
-// nothing changed, when the row is not (or no longer) `own`'s. The window
-// is busy = 1: a revoking thread marks the row first, then fences every
-// thread, so either it sees this window open and waits for it, or this load
-// of the owner sees the mark. Only the compiler is kept from reordering the
-// two here: the revoke's fence is this side's too. Only the owner's thread
-// may write busy (another's busy = 0 could hide the owner's open window),
-// hence the first load.
-template <bool Close>
-inline bool update_owned(Counters& row, std::uintptr_t own, std::uint64_t bytes) noexcept {
-    if (row.owner.load(std::memory_order_relaxed) != own) return false;
-    row.busy.store(1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (row.owner.load(std::memory_order_relaxed) != own) {
-        row.busy.store(0, std::memory_order_relaxed);
-        return false;
-    }
-    const std::uint64_t before = row.live_bytes.load(std::memory_order_relaxed);
-    const std::uint64_t live = Close ? before - bytes : before + bytes;
-    row.live_bytes.store(live, std::memory_order_relaxed);
-    if (!Close && live > row.peak_bytes.load(std::memory_order_relaxed))
-        row.peak_bytes.store(live, std::memory_order_relaxed);
-    std::atomic<std::uint64_t>& counter = Close ? row.owner_closes : row.owner_opens;
-    counter.store(counter.load(std::memory_order_relaxed) + 1, count_order<Close>);
-    row.busy.store(0, std::memory_order_release);  // the revoke reads these stores after it
-    return true;
-}
-
 // A shared row: a locked add (or subtract), and the peak raised with a
 // compare-exchange only when passed.
 template <bool Close>
-inline void update_shared(Counters& row, std::uint64_t bytes) noexcept {
+inline void update_shared(LedgerRow& row, std::uint64_t bytes) noexcept {
     if (Close) {
         row.live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
         return;
@@ -349,9 +285,9 @@ inline void update_shared(Counters& row, std::uint64_t bytes) noexcept {
 // for good. Each is marked, every thread fenced once, each owner's open
 // window waited out (its stores then read before any locked add), and the
 // row shared.
-void share_owned_rows(Counters* first, Counters* last) noexcept {
+void share_owned_rows(LedgerRow* first, LedgerRow* last) noexcept {
     bool marked = false;
-    for (Counters* row = first; row != last; ++row) {
+    for (LedgerRow* row = first; row != last; ++row) {
         const std::uintptr_t owner = row->owner.load(std::memory_order_relaxed);
         if (owner == Unowned || owner == SharedRow) continue;
         row->owner.store(Revoking, std::memory_order_relaxed);
@@ -359,7 +295,7 @@ void share_owned_rows(Counters* first, Counters* last) noexcept {
     }
     if (!marked) return;
     fence_every_thread();
-    for (Counters* row = first; row != last; ++row) {
+    for (LedgerRow* row = first; row != last; ++row) {
         if (row->owner.load(std::memory_order_relaxed) != Revoking) continue;
         while (row->busy.load(std::memory_order_acquire) != 0) std::this_thread::yield();
         row->owner.store(SharedRow, std::memory_order_release);
@@ -374,7 +310,7 @@ void unlock_settling() noexcept { settling.store(false, std::memory_order_releas
 // An unowned row gets `own` (a thread's identity) as its owner, or is shared
 // (no identity, no fence here, or tracking on: a tracked open must not take
 // the owner's path); a row another thread owns is shared.
-void settle_owner(Counters& row, std::uintptr_t own) noexcept {
+void settle_owner(LedgerRow& row, std::uintptr_t own) noexcept {
     lock_settling();
     const std::uintptr_t owner = row.owner.load(std::memory_order_relaxed);
     if (owner == Unowned) {
@@ -393,7 +329,7 @@ void settle_owner(Counters& row, std::uintptr_t own) noexcept {
 // or another's.
 template <bool Close>
 void account(std::size_t index, std::uint64_t bytes) noexcept {
-    Counters& row = rows[index];
+    LedgerRow& row = rows[index];
     const std::uintptr_t self = this_thread_identity();
     for (;;) {
         const std::uintptr_t owner = row.owner.load(std::memory_order_acquire);
@@ -469,7 +405,7 @@ Counts sum_shards() {
 }
 
 LedgerEntry read_row(std::size_t row, const Counts& counts) noexcept {
-    const Counters& counters = rows[row];
+    const LedgerRow& counters = rows[row];
     LedgerEntry entry;
     entry.kind = static_cast<MemoryKind>(row / device_slots);
     entry.device = slot_device(row % device_slots);
@@ -567,7 +503,7 @@ LedgerSnapshot snapshot() {
 }
 
 void reset_peaks() noexcept {
-    for (Counters& counters : rows) {
+    for (LedgerRow& counters : rows) {
         counters.peak_bytes.store(counters.live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
     }
 }
@@ -616,33 +552,14 @@ LedgerLabel::~LedgerLabel() { current_label = previous_; }
 
 namespace detail {
 
-namespace {
-
-std::size_t row_of(MemoryKind kind, int device) noexcept {
-    return static_cast<std::size_t>(kind) * device_slots + device_slot(device);
-}
-
-}  // namespace
-
-// The common case is a leaf: the calling thread owns the row (so counting,
-// and not tracking: rows are shared while tracking), and the whole entry is
-// in the row. Everything else (the first allocations, which read the
-// environment; tracking; a shared row) goes to open_uncommon, out of line, so
-// the hot path saves no registers for it and reads nothing but the row.
-void LedgerTicket::open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
-    const std::size_t row = row_of(kind, device);
-    if (!update_owned<false>(rows[row], this_thread_identity(), bytes))
-        return open_uncommon(kind, device, bytes, address);
-    row_ = static_cast<std::uint32_t>(row + 1);
-    bytes_ = bytes;
-}
+LedgerRow* const ledger_rows = rows;
 
 // Not cold: a row that several threads count in comes here for every open.
 CUDYN_DETAIL_OUT_OF_LINE void LedgerTicket::open_uncommon(MemoryKind kind, int device, std::size_t bytes,
                                                           std::uintptr_t address) noexcept {
     const unsigned char state = settle(ledger_state.value.load(std::memory_order_acquire));
     if (state == Off) return;
-    const std::size_t row = row_of(kind, device);
+    const std::size_t row = detail::ledger_row_index(kind, device);
     account<false>(row, bytes);
     row_ = static_cast<std::uint32_t>(row + 1);
     bytes_ = bytes;
@@ -655,12 +572,8 @@ LedgerTicket ledger_open(MemoryKind kind, int device, std::size_t bytes, std::ui
     return ticket;
 }
 
-// As open: a leaf for an untracked entry closed by the row's owner, the
-// rest out of line.
-void LedgerTicket::close_counted() noexcept {
-    if (record_ != 0 || !update_owned<true>(rows[row_ - 1], this_thread_identity(), bytes_)) return close_uncommon();
-    row_ = 0;
-}
+// What the 0.2.0 header's inline close() calls: close() itself.
+void LedgerTicket::close_counted() noexcept { close(); }
 
 CUDYN_DETAIL_OUT_OF_LINE void LedgerTicket::close_uncommon() noexcept {
     account<true>(row_ - 1, bytes_);
@@ -670,7 +583,7 @@ CUDYN_DETAIL_OUT_OF_LINE void LedgerTicket::close_uncommon() noexcept {
 }
 
 LedgerRowBias ledger_row_bias(MemoryKind kind, int device) noexcept {
-    const std::uintptr_t owner = rows[row_of(kind, device)].owner.load(std::memory_order_acquire);
+    const std::uintptr_t owner = rows[detail::ledger_row_index(kind, device)].owner.load(std::memory_order_acquire);
     if (owner == Unowned) return LedgerRowBias::Unowned;
     return owner == SharedRow || owner == Revoking ? LedgerRowBias::Shared : LedgerRowBias::Owned;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "cudyn/core/memory_ledger.hpp"
+#include "cudyn/detail/ledger_row.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -41,15 +42,30 @@ public:
     bool counted() const noexcept { return row_ != 0; }
     // ledger_open into this ticket, which must be empty: the hot paths count
     // into their record in place, without a ticket made, moved and destroyed.
-    void open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept;
-    // Counts out now (nothing when already out).
+    // The common case is here, in the caller's code: the calling thread owns
+    // the row (so counting, and not tracking: rows are shared while
+    // tracking), and the whole entry is in the row. Everything else (the
+    // first allocations, which read the environment; tracking; a shared
+    // row) is open_uncommon's, out of line.
+    void open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
+        const std::size_t row = ledger_row_index(kind, device);
+        if (!update_owned<false>(ledger_rows[row], this_thread_identity(), bytes))
+            return open_uncommon(kind, device, bytes, address);
+        row_ = static_cast<std::uint32_t>(row + 1);
+        bytes_ = bytes;
+    }
+    // Counts out now (nothing when already out); as open, the owner's
+    // untracked close here, the rest out of line.
     void close() noexcept {
-        if (row_ != 0) close_counted();
+        if (row_ == 0) return;
+        if (record_ != 0 || !update_owned<true>(ledger_rows[row_ - 1], this_thread_identity(), bytes_))
+            return close_uncommon();
+        row_ = 0;
     }
 
 private:
     void open_uncommon(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept;
-    void close_counted() noexcept;
+    void close_counted() noexcept;  // close() out of line, for programs built against the 0.2.0 header
     void close_uncommon() noexcept;
 
     std::uint32_t row_ = 0;       // 0: not counted; else 1 + the ledger row
