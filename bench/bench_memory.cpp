@@ -817,8 +817,8 @@ CaseResult ledger_overhead(const Settings& settings, bool stream_ordered, std::u
             CUDYN_TRY(raw_result(cu.cuMemAllocAsync_v11020(&pointer, bytes, stream), "cuMemAllocAsync"));
         else
             CUDYN_TRY(raw_result(cu.cuMemAlloc_v3020(&pointer, bytes), "cuMemAlloc_v2"));
-        detail::LedgerTicket ticket;
-        if (counted) ticket = detail::ledger_open(kind, 0, bytes, static_cast<std::uintptr_t>(pointer));
+        detail::LedgerTicket ticket;  // opened in place, as every owner counts its memory
+        if (counted) ticket.open(kind, 0, bytes, static_cast<std::uintptr_t>(pointer));
         keep(pointer);
         if (stream_ordered) return raw_result(cu.cuMemFreeAsync_v11020(pointer, stream), "cuMemFreeAsync");
         return raw_result(cu.cuMemFree_v3020(pointer), "cuMemFree_v2");

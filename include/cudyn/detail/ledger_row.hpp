@@ -10,6 +10,7 @@
 #pragma once
 
 #include "cudyn/core/memory_ledger.hpp"
+#include "cudyn/detail/code_layout.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -93,17 +94,17 @@ constexpr std::memory_order ledger_count_order = Close ? std::memory_order_relea
 // hence the first load.
 template <bool Close>
 inline bool update_owned(LedgerRow& row, std::uintptr_t own, std::uint64_t bytes) noexcept {
-    if (row.owner.load(std::memory_order_relaxed) != own) return false;
+    if (CUDYN_DETAIL_UNLIKELY(row.owner.load(std::memory_order_relaxed) != own)) return false;
     row.busy.store(1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (row.owner.load(std::memory_order_relaxed) != own) {
+    if (CUDYN_DETAIL_UNLIKELY(row.owner.load(std::memory_order_relaxed) != own)) {
         row.busy.store(0, std::memory_order_relaxed);
         return false;
     }
     const std::uint64_t before = row.live_bytes.load(std::memory_order_relaxed);
     const std::uint64_t live = Close ? before - bytes : before + bytes;
     row.live_bytes.store(live, std::memory_order_relaxed);
-    if (!Close && live > row.peak_bytes.load(std::memory_order_relaxed))
+    if (!Close && CUDYN_DETAIL_UNLIKELY(live > row.peak_bytes.load(std::memory_order_relaxed)))
         row.peak_bytes.store(live, std::memory_order_relaxed);
     std::atomic<std::uint64_t>& counter = Close ? row.owner_closes : row.owner_opens;
     counter.store(counter.load(std::memory_order_relaxed) + 1, ledger_count_order<Close>);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "cudyn/core/memory_ledger.hpp"
+#include "cudyn/detail/code_layout.hpp"
 #include "cudyn/detail/ledger_row.hpp"
 
 #include <cstddef>
@@ -49,7 +50,7 @@ public:
     // row) is open_uncommon's, out of line.
     void open(MemoryKind kind, int device, std::size_t bytes, std::uintptr_t address) noexcept {
         const std::size_t row = ledger_row_index(kind, device);
-        if (!update_owned<false>(ledger_rows[row], this_thread_identity(), bytes))
+        if (CUDYN_DETAIL_UNLIKELY(!update_owned<false>(ledger_rows[row], this_thread_identity(), bytes)))
             return open_uncommon(kind, device, bytes, address);
         row_ = static_cast<std::uint32_t>(row + 1);
         bytes_ = bytes;
@@ -58,7 +59,8 @@ public:
     // untracked close here, the rest out of line.
     void close() noexcept {
         if (row_ == 0) return;
-        if (record_ != 0 || !update_owned<true>(ledger_rows[row_ - 1], this_thread_identity(), bytes_))
+        if (CUDYN_DETAIL_UNLIKELY(record_ != 0 ||
+                                  !update_owned<true>(ledger_rows[row_ - 1], this_thread_identity(), bytes_)))
             return close_uncommon();
         row_ = 0;
     }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "cudyn/core/result.hpp"
+#include "cudyn/detail/code_layout.hpp"
 #include "cudyn/loader/driver_table.hpp"
 
 namespace cudyn {
@@ -31,27 +32,6 @@ inline const DriverTable* usable_driver() noexcept {
 Error driver_unusable_error();
 Error missing_entry_error(const DriverEntryInfo& entry);
 Error failed_call_error(CUresult result, const DriverEntryInfo& entry);
-
-// Marks a failure or once-per-process path: kept out of line and out of the
-// way of the hot code around it (also used by the library's own sources).
-#if defined(__GNUC__) || defined(__clang__)
-#define CUDYN_DETAIL_COLD __attribute__((cold, noinline))
-#elif defined(_MSC_VER)
-#define CUDYN_DETAIL_COLD __declspec(noinline)
-#else
-#define CUDYN_DETAIL_COLD
-#endif
-
-// Marks a path kept out of a hotter one's function (so that the hot one saves
-// no registers and builds no frame for it) that is not rare itself: unlike
-// CUDYN_DETAIL_COLD it is still compiled for speed.
-#if defined(__GNUC__) || defined(__clang__)
-#define CUDYN_DETAIL_OUT_OF_LINE __attribute__((noinline))
-#elif defined(_MSC_VER)
-#define CUDYN_DETAIL_OUT_OF_LINE __declspec(noinline)
-#else
-#define CUDYN_DETAIL_OUT_OF_LINE
-#endif
 
 // call_driver's failures, built out of line (cold): what the compiler inlines
 // at every call site is then only the table load, the null check, the call

@@ -40,7 +40,7 @@ public:
     // is the record's own release, and a refusal lets go of the memory.
     ~StreamOrderedMemory() {
         CUresult answer = CUDA_SUCCESS;
-        if (free_on_created_stream(answer) && answer != CUDA_SUCCESS) held_.let_go();
+        if (CUDYN_DETAIL_UNLIKELY(free_on_created_stream(answer) && answer != CUDA_SUCCESS)) held_.let_go();
     }
 
     // `count` * `element_size` bytes on `stream`, from `pool` (null: the
@@ -63,15 +63,16 @@ public:
                                  const MemoryPool* pool, StreamRef stream) {
         const DriverTable* table = usable_table.load(std::memory_order_acquire);
         std::size_t bytes = 0;
-        if (pool == nullptr || pool->empty() || stream.context() == nullptr || stream.is_default() ||
-            table == nullptr || table->cuMemAllocFromPoolAsync_v11020 == nullptr || count == 0 ||
-            multiply_overflows(count, element_size, &bytes))
+        if (CUDYN_DETAIL_UNLIKELY(pool == nullptr || pool->empty() || stream.context() == nullptr ||
+                                  stream.is_default() || table == nullptr ||
+                                  table->cuMemAllocFromPoolAsync_v11020 == nullptr || count == 0 ||
+                                  multiply_overflows(count, element_size, &bytes)))
             return allocate_checked(into, count, element_size, pool, stream);
         // No context query or switch: see allocate_checked.
         CUdeviceptr address = 0;
         if (const CUresult result =
                 table->cuMemAllocFromPoolAsync_v11020(&address, bytes, pool->handle(), stream.handle());
-            result != CUDA_SUCCESS)
+            CUDYN_DETAIL_UNLIKELY(result != CUDA_SUCCESS))
             return allocation_refused(result, pool);
         record(into.held_.get(), address, bytes, pool, stream, *stream.context());
         return ok();
@@ -103,8 +104,8 @@ public:
     // here, as allocate does; any other case is the record's release.
     Result<void> release() {
         CUresult answer = CUDA_SUCCESS;
-        if (!free_on_created_stream(answer)) return held_.release();
-        if (answer != CUDA_SUCCESS) return free_refused(answer);
+        if (CUDYN_DETAIL_UNLIKELY(!free_on_created_stream(answer))) return held_.release();
+        if (CUDYN_DETAIL_UNLIKELY(answer != CUDA_SUCCESS)) return free_refused(answer);
         return ok();
     }
     // InvalidArgument "<operation>: the StreamOrderedBuffer is empty (moved from or freed)".
@@ -141,7 +142,7 @@ private:
             context = stream_context = nullptr;
             host_located = false;
             ledger.close();
-            if (!retained.empty()) retained.reset();
+            if (CUDYN_DETAIL_UNLIKELY(!retained.empty())) retained.reset();
         }
     };
     // allocate's checks in the order that decides the error, and every case
@@ -176,10 +177,11 @@ private:
         Held& held = held_.get();
         if (held.empty()) return true;
         const DriverTable* table = usable_table.load(std::memory_order_acquire);
-        if (StreamRef(held.stream).is_default() || table == nullptr || table->cuMemFreeAsync_v11020 == nullptr)
+        if (CUDYN_DETAIL_UNLIKELY(StreamRef(held.stream).is_default() || table == nullptr ||
+                                  table->cuMemFreeAsync_v11020 == nullptr))
             return false;
         answer = table->cuMemFreeAsync_v11020(held.address, held.stream);
-        if (answer == CUDA_SUCCESS) held.forget();
+        if (CUDYN_DETAIL_LIKELY(answer == CUDA_SUCCESS)) held.forget();
         return true;
     }
 
