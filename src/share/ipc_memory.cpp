@@ -54,9 +54,10 @@ CUDYN_DETAIL_COLD Error not_exportable(Error error, CUdeviceptr base) {
 // The one maker of exported descriptors. It builds the descriptor inside the
 // caller's Result and lets the driver write the handle straight into it:
 // copying a just-written handle out of a temporary showed in this path's
-// measured cost. Inline: both exports take it, and a call of its own
+// measured cost. Inlined into both exports (the compiler's estimate kept it
+// out of line): a call of its own, with the registers both sides save,
 // costs a measurable share of a driver call this short.
-inline Result<IpcMemoryDescriptor> export_base(CUdeviceptr base, std::uint64_t allocation_size, std::uint64_t offset,
+CUDYN_DETAIL_ALWAYS_INLINE Result<IpcMemoryDescriptor> export_base(CUdeviceptr base, std::uint64_t allocation_size, std::uint64_t offset,
                                         std::uint64_t size) {
     Result<IpcMemoryDescriptor> exported(std::in_place, detail::RecordAccess::key());
     auto& fields = detail::RecordAccess::fields(*exported);
@@ -64,8 +65,15 @@ inline Result<IpcMemoryDescriptor> export_base(CUdeviceptr base, std::uint64_t a
     fields.allocation_size = allocation_size;
     fields.offset = offset;
     fields.size = size;
-    if (auto got = call_driver(&DriverTable::cuIpcGetMemHandle_v4010, fields.handle.driver_output(), base); !got)
-        exported = not_exportable(std::move(got).error(), base);
+    // The table called directly, as call_driver would, without a Result
+    // passed between: the refusals are built out of line.
+    const DriverTable* table = detail::usable_driver();
+    if (CUDYN_DETAIL_UNLIKELY(table == nullptr || table->cuIpcGetMemHandle_v4010 == nullptr)) {
+        exported = detail::entry_unavailable(table, &DriverTable::cuIpcGetMemHandle_v4010).error();
+    } else if (const CUresult result = table->cuIpcGetMemHandle_v4010(fields.handle.driver_output(), base);
+               CUDYN_DETAIL_UNLIKELY(result != CUDA_SUCCESS)) {
+        exported = not_exportable(detail::call_failed(result, &DriverTable::cuIpcGetMemHandle_v4010).error(), base);
+    }
     return exported;
 }
 

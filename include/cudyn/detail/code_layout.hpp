@@ -21,6 +21,16 @@
 #define CUDYN_DETAIL_UNLIKELY(condition) static_cast<bool>(condition)
 #endif
 
+// Asks for a function to be inlined where the compiler's own estimate would
+// keep it out of line: a short hot helper with more than one caller.
+#if defined(__GNUC__) || defined(__clang__)
+#define CUDYN_DETAIL_ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define CUDYN_DETAIL_ALWAYS_INLINE __forceinline
+#else
+#define CUDYN_DETAIL_ALWAYS_INLINE inline
+#endif
+
 // Marks a failure or once-per-process path: kept out of line and out of the
 // way of the hot code around it.
 #if defined(__GNUC__) || defined(__clang__)
