@@ -8,12 +8,12 @@
 //                library (libcudyn-bench-forward): the least a wrapper costs
 //   inline       cudyn's checks, the table's calls and a record on the stack,
 //                written in the loop, no ledger entry
-//   inline+entry the same with the ledger entry (its library calls)
+//   inline+entry the same with the ledger entry (LedgerTicket::open and close)
 //   inline+row   the same with a row of this program's own updated in the
 //                loop as a row's owner does (thread pointer compared, window
 //                marked, counts stored): the entry's line without its code
-//   library      cudyn's allocation and free on one StreamOrderedMemory: no
-//                result, no destructor
+//   library      cudyn's allocation and free on one StreamOrderedMemory (their
+//                common cases inline): no result, no destructor
 //   cudyn        StreamOrderedBuffer<std::byte>::allocate, freed by its
 //                destructor
 //

@@ -10,7 +10,8 @@
 #   2. the same Meson consumer with cudyn as a subproject (subprojects/cudyn
 #      -> this checkout, --force-fallback-for=cudyn)
 #   2b. the installed libcudyn against the committed ABI baseline
-#      (scripts/check_abi.sh, abidw/abidiff)
+#      (scripts/check_abi.sh, abidw/abidiff), and a program built against
+#      the released headers (tests/abi/<SONAME>.commit) run against it
 #   3. CMake consumer through find_package(cudyn CONFIG) (CMAKE_PREFIX_PATH)
 #   4. CMake consumer linking cudyn::cudyn_static from a copy of the install
 #      staged elsewhere (meson install --destdir): the CMake package, and the
@@ -119,6 +120,34 @@ if command -v abidw >/dev/null 2>&1; then
 else
     echo "consumers: abidw not found (apt-get install abigail-tools): the ABI check did not run" >&2
     exit 1
+fi
+
+step "a program built against the released headers runs against the installed libcudyn"
+# The released tree is the commit named next to the ABI baseline of this
+# SONAME: its include/ is what programs built for the release compiled in,
+# inline code that calls library functions by name (some in cudyn::detail,
+# which the ABI check lets go of). Needs the clone's history.
+release_commit_file="$here/tests/abi/libcudyn.so.${version%.*}.commit"
+if [ -f "$release_commit_file" ]; then
+    release_commit="$(tr -d '[:space:]' <"$release_commit_file")"
+    if git -C "$here" cat-file -e "$release_commit^{tree}" 2>/dev/null; then
+        mkdir "$work/released"
+        git -C "$here" archive "$release_commit" include | tar -x -C "$work/released"
+        # The released include/ first: every header it includes is found there,
+        # the installed package's flags only add what it needs besides (cuda.h).
+        # shellcheck disable=SC2046  # one argument per flag
+        quiet "${CXX:-c++}" -std=c++17 -O2 -I"$work/released/include" \
+            $(PKG_CONFIG_PATH="$(dirname "$pc_file")" pkg-config --cflags cudyn) \
+            "$here/tests/consumers/released/released_headers.cpp" -o "$work/released/released_headers" \
+            -L"$libdir" -lcudyn
+        quiet env CUDYN_DRIVER_PATH="$fake_dir/emulated/libcuda.so.1" FAKECUDA_DEVICES=1 LD_LIBRARY_PATH="$libdir" \
+            "$work/released/released_headers"
+        tail -n 1 "$work/last.log"
+    else
+        echo "consumers: the release's commit ${release_commit:0:12} is not in this clone (shallow?): not checked" >&2
+    fi
+else
+    echo "consumers: no release commit for libcudyn.so.${version%.*} ($release_commit_file): nothing released to check against"
 fi
 
 step "meson consumer with cudyn as a subproject"
