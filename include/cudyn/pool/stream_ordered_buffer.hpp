@@ -52,9 +52,9 @@ public:
     // thread's current context is retained.
     //
     // The hottest case (a live pool, a created Stream, the entry there, a
-    // count that fits) is served here, in the caller's code: between the
-    // driver's calls there is then no call into the library but the ledger
-    // entry, no Result handed back through memory, and fewer of the
+    // count that fits) is served here, in the caller's code, the ledger
+    // entry included: between the driver's calls there is then no call into
+    // the library, no Result handed back through memory, and none of the
     // library's instruction lines to fetch again after a driver call has
     // emptied the caches. Every other case, and every refusal, goes out of
     // line (allocate_checked), with the checks in the order that decides
