@@ -9,9 +9,9 @@
 //   inline       cudyn's checks, the table's calls and a record on the stack,
 //                written in the loop, no ledger entry
 //   inline+entry the same with the ledger entry (LedgerTicket::open and close)
-//   inline+row   the same with a row of this program's own updated in the
-//                loop as a row's owner does (thread pointer compared, window
-//                marked, counts stored): the entry's line without its code
+//   inline+row   the same with a row of this program's own, counted in the
+//                loop by the ledger's owner update (detail::update_owned):
+//                the row's line without the ledger's table or the ticket
 //   library      cudyn's allocation and free on one StreamOrderedMemory (their
 //                common cases inline): no result, no destructor
 //   cudyn        StreamOrderedBuffer<std::byte>::allocate, freed by its
@@ -23,13 +23,13 @@
 //
 //   cudyn-pool-floor [ROUNDS] [PAIRS_PER_SLICE]      (default 25, 1000)
 #include "cudyn/cudyn.hpp"
+#include "cudyn/detail/ledger_row.hpp"
 #include "cudyn/detail/ledger_ticket.hpp"
 #include "cudyn/loader/driver_call.hpp"
 
 #include "pool_pair_loops.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -58,37 +58,14 @@ __attribute__((noinline)) int forward_pairs(const DriverTable& cu, CUmemoryPool 
     return wrong;
 }
 
-// A ledger row of this program's, counted in the loop as the row's owner
-// counts (inline+row).
-struct alignas(64) LocalRow {
-    std::atomic<std::uintptr_t> owner{0};
-    std::atomic<unsigned> busy{0};
-    std::atomic<std::uint64_t> live{0}, peak{0}, opens{0}, closes{0};
-};
-LocalRow local_row;
-
-std::uintptr_t thread_pointer() noexcept {
-#if defined(__x86_64__)
-    std::uintptr_t self;
-    __asm__("mov %%fs:0, %0" : "=r"(self));
-    return self;
-#else
-    return 1;
-#endif
-}
+// A ledger row of this program's own, counted in the loop by the ledger's
+// owner update (inline+row): the row's line without the ledger's table or
+// the ticket.
+cudyn::detail::LedgerRow local_row;
 
 template <bool Close>
-inline void count_in_local_row(std::uint64_t bytes) noexcept {
-    LocalRow& row = local_row;
-    if (row.owner.load(std::memory_order_relaxed) != thread_pointer()) return;
-    row.busy.store(1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    const std::uint64_t live = row.live.load(std::memory_order_relaxed) + (Close ? -bytes : bytes);
-    row.live.store(live, std::memory_order_relaxed);
-    if (!Close && live > row.peak.load(std::memory_order_relaxed)) row.peak.store(live, std::memory_order_relaxed);
-    auto& counter = Close ? row.closes : row.opens;
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    row.busy.store(0, std::memory_order_release);
+void count_in_local_row(std::uint64_t bytes) noexcept {
+    (void)cudyn::detail::update_owned<Close>(local_row, cudyn::detail::this_thread_identity(), bytes);
 }
 
 enum class Entry { None, Library, LocalRow };
@@ -165,7 +142,7 @@ int main(int argc, char** argv) {
     if (!context || !pool || !stream) return std::fprintf(stderr, "setup failed\n"), 1;
     const DriverTable& cu = *cudyn::detail::usable_driver();
 
-    local_row.owner.store(thread_pointer());
+    local_row.owner.store(cudyn::detail::this_thread_identity());
     const char* const names[] = {"raw", "forward", "inline", "inline+entry", "inline+row", "library", "cudyn"};
     constexpr int kLoops = sizeof names / sizeof names[0];
     const auto run = [&](int loop) {
